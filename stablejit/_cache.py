@@ -1,0 +1,151 @@
+"""The cache: static key → one long-lived ``jax.jit`` of a canonical function.
+
+The canonical function takes the lifted leaves as its first argument, rebuilds
+the user's callable around them (at trace time only) and calls it. One
+``jax.jit`` object per entry means JAX's own C++ fast path serves every later
+call; constructing ``jax.jit`` per call would cost ~0.2 ms.
+
+Entries hold static key parts and compiled code, never the user's callable or
+its arrays: at trace time, the canonical function finds the callable being
+called in its caller's frame.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ._config import config
+from ._fingerprint import fingerprint, rebuild
+
+_LOCK = threading.RLock()
+CLOCK = itertools.count()
+
+CACHE: dict[Any, Entry] = {}
+"""Every static key (aliases included) → its entry."""
+_ENTRIES: dict[Entry, None] = {}
+
+
+class Entry:
+    """One cached computation: a ``jax.jit`` of a canonical function."""
+
+    __slots__ = ("jitted", "ready", "keys", "tag", "traces", "last_used", "lock", "__weakref__")
+
+    def __init__(self, key, tag):
+        self.jitted: Callable | None = None
+        # ``jitted`` once a first call has returned: what the hot path calls.
+        self.ready: Callable | None = None
+        self.keys = [key]
+        self.tag = tag
+        self.traces = 0
+        self.last_used = next(CLOCK)
+        self.lock = threading.RLock()
+
+
+_ENTRY_CODES: set = set()
+
+
+def entry_point(func):
+    """Marks ``func`` as a caller of canonical functions (see :func:`current_callable`)."""
+    _ENTRY_CODES.add(func.__code__)
+    return func
+
+
+def current_callable():
+    """The callable whose stablejit call is being traced.
+
+    Read from the nearest stablejit entry point on the Python stack, where it
+    is ``self._fun``: tracing is synchronous, so that frame is there, and the
+    hot path pays nothing to publish the callable.
+    """
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code in _ENTRY_CODES:
+            return frame.f_locals["self"]._fun
+        frame = frame.f_back
+    raise RuntimeError(
+        "stablejit internal error: a canonical function was traced outside of a stablejit call"
+    )
+
+
+def make_canonical(entry: Entry, name: str, qualname: str, signature) -> Callable:
+    """The function jitted for ``entry``: rebuilds the callable and calls it."""
+
+    def canonical(leaves, /, *args, **kwargs):
+        fn = current_callable()
+        entry.traces += 1
+        out = rebuild(fn, leaves)(*args, **kwargs)
+        _alias_after_trace(entry, fn)
+        return out
+
+    canonical.__name__ = name
+    canonical.__qualname__ = qualname
+    if signature is not None:
+        canonical.__signature__ = signature
+    return canonical
+
+
+def _alias_after_trace(entry: Entry, fn) -> None:
+    """Also files ``entry`` under ``fn``'s key as tracing left it.
+
+    A function whose tracing mutates what it can see (a trace counter in a
+    global list) would otherwise miss on every call; the computation it traced
+    is the one a call in the new state would get from ``jax.jit`` too.
+    """
+    first = entry.keys[0]
+    post_key = first[:-1] + (fingerprint(fn)[0],)
+    if post_key in CACHE:
+        return
+    with _LOCK:
+        if entry in _ENTRIES and post_key not in CACHE:
+            CACHE[post_key] = entry
+            entry.keys.append(post_key)
+
+
+def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
+    """Returns the entry of ``key``, creating it with ``build`` on a miss."""
+    with _LOCK:
+        entry = CACHE.get(key)
+        if entry is None or entry.jitted is None:
+            entry = Entry(key, tag)
+            entry.jitted = build(entry)
+            CACHE[key] = entry
+            _ENTRIES[entry] = None
+            _evict_locked(config.cache_size)
+        return entry
+
+
+def _evict_locked(size: int) -> None:
+    while len(_ENTRIES) > size:
+        _drop_locked(min(_ENTRIES, key=lambda e: e.last_used))
+
+
+def _drop_locked(entry: Entry) -> None:
+    _ENTRIES.pop(entry, None)
+    for k in entry.keys:
+        if CACHE.get(k) is entry:
+            del CACHE[k]
+    if entry.jitted is not None:
+        entry.jitted.clear_cache()
+    entry.jitted = entry.ready = None
+
+
+def evict_to_size() -> None:
+    with _LOCK:
+        _evict_locked(config.cache_size)
+
+
+def clear(tag=None) -> int:
+    """Drops the entries with ``tag`` (all entries if None); returns how many."""
+    with _LOCK:
+        victims = [e for e in _ENTRIES if tag is None or e.tag == tag]
+        for e in victims:
+            _drop_locked(e)
+        return len(victims)
+
+
+def num_entries() -> int:
+    return len(_ENTRIES)

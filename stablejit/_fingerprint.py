@@ -1,0 +1,161 @@
+"""Callable → (static key, dynamic leaves), and back again at trace time.
+
+:func:`fingerprint` walks everything a callable can see — code, defaults,
+globals it reads, closure cells, bound ``self``, partial arguments — with the
+kinds of :mod:`stablejit._kinds`. Arrays and tracers become *leaves* (inputs
+of the compiled computation); everything else becomes part of a hashable
+*static key*. Two callables with equal keys trace to the same computation
+given leaves of the same shapes.
+
+:func:`rebuild` runs at trace time: it returns a copy of the callable with its
+leaves replaced by tracers, keeping every leaf-free object as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._kinds import KEYS, TABLE, classify
+
+
+def _key_of(v):
+    return classify(v).key
+
+
+class KeyWalker:
+    """Computes a static key and collects the leaves, in walk order."""
+
+    __slots__ = ("leaves", "seen")
+
+    def __init__(self):
+        self.leaves: list = []
+        self.seen: dict[int, int] = {}
+
+    def walk(self, v: Any):
+        return (KEYS.get(type(v)) or _key_of(v))(self, v)
+
+    def enter(self, v) -> tuple | None:
+        """Called by kinds that can form cycles: a back reference, or None."""
+        seen = self.seen
+        ref = seen.get(id(v))
+        if ref is not None:
+            return ("ref", ref)
+        seen[id(v)] = len(seen)
+        return None
+
+
+def fingerprint(fn: Any) -> tuple[Any, list]:
+    """Returns ``(static_key, leaves)`` of ``fn``."""
+    w = KeyWalker()
+    return w.walk(fn), w.leaves
+
+
+class Plan(KeyWalker):
+    """A key walk that also records, per visited value, the tree of visits.
+
+    ``has_leaf[i]`` says whether visit ``i`` must be rebuilt: its subtree holds
+    a leaf, or refers back to a value that does. ``end[i]`` is the visit after
+    its subtree, so a rebuild can skip leaf-free subtrees.
+    """
+
+    __slots__ = ("has_leaf", "end", "parent", "children", "is_ref", "_visit_of", "_cur", "_refs")
+
+    def __init__(self, fn):
+        super().__init__()
+        self.has_leaf: list[bool] = []
+        self.end: list[int] = []
+        self.parent: list[int] = []
+        self.is_ref: list[bool] = []
+        self._visit_of: list[int] = []  # cyclic node number -> visit index
+        self._refs: list[tuple[int, int]] = []
+        self._cur = -1
+        self.walk(fn)
+        self._propagate()
+        self.children: list[list[int]] = [[] for _ in self.parent]
+        for i, p in enumerate(self.parent):
+            if p >= 0:
+                self.children[p].append(i)
+
+    def walk(self, v):
+        i = len(self.parent)
+        self.parent.append(self._cur)
+        self.has_leaf.append(False)
+        self.end.append(0)
+        self.is_ref.append(False)
+        n_leaves = len(self.leaves)
+        outer, self._cur = self._cur, i
+        try:
+            return super().walk(v)
+        finally:
+            self._cur = outer
+            self.end[i] = len(self.parent)
+            if len(self.leaves) > n_leaves:
+                self._mark(i)
+
+    def enter(self, v):
+        ref = super().enter(v)
+        if ref is None:
+            self._visit_of.append(self._cur)
+        else:
+            self.is_ref[self._cur] = True
+            self._refs.append((self._cur, self._visit_of[ref[1]]))
+        return ref
+
+    def _mark(self, i):
+        has_leaf, parent = self.has_leaf, self.parent
+        while i >= 0 and not has_leaf[i]:
+            has_leaf[i] = True
+            i = parent[i]
+
+    def _propagate(self):
+        # A value that refers back to a rebuilt value must be rebuilt too,
+        # or it would keep the original (concrete) arrays reachable.
+        changed = True
+        while changed:
+            changed = False
+            for i, target in self._refs:
+                if self.has_leaf[target] and not self.has_leaf[i]:
+                    self._mark(i)
+                    changed = True
+
+
+class Rebuilder:
+    """Replays a :class:`Plan` over a callable, substituting leaves."""
+
+    __slots__ = ("plan", "leaves", "pos", "leaf_pos", "memo")
+
+    def __init__(self, plan: Plan, leaves):
+        self.plan = plan
+        self.leaves = leaves
+        self.pos = 0
+        self.leaf_pos = 0
+        self.memo: dict[int, Any] = {}
+
+    def next_leaf(self):
+        leaf = self.leaves[self.leaf_pos]
+        self.leaf_pos += 1
+        return leaf
+
+    def walk(self, v):
+        i = self.pos
+        plan = self.plan
+        if not plan.has_leaf[i]:
+            self.pos = plan.end[i]
+            return v
+        self.pos = i + 1
+        if plan.is_ref[i]:
+            return self.memo[id(v)]
+        return (TABLE.get(type(v)) or classify(v)).rebuild(self, v, i)
+
+
+def rebuild(fn: Any, leaves) -> Any:
+    """Returns ``fn`` with its leaves replaced, in walk order, by ``leaves``."""
+    if not leaves:
+        return fn
+    plan = Plan(fn)
+    if len(plan.leaves) != len(leaves):
+        raise RuntimeError(
+            f"stablejit internal error: {len(plan.leaves)} leaves at trace time, "
+            f"{len(leaves)} passed"
+        )
+    return Rebuilder(plan, leaves).walk(fn)

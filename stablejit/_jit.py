@@ -1,0 +1,421 @@
+"""``stable_jit``: ``jax.jit`` keyed on what a function is, not which object it is."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import jax
+
+from . import _cache
+from ._cache import CACHE, CLOCK
+from ._code import code_info
+from ._fingerprint import KeyWalker
+from ._kinds import Kind, register_kind
+
+_UNSPECIFIED = object()
+_JIT_DEFAULTS = {
+    "in_shardings": _UNSPECIFIED,
+    "out_shardings": _UNSPECIFIED,
+    "static_argnums": None,
+    "static_argnames": None,
+    "donate_argnums": None,
+    "donate_argnames": None,
+    "keep_unused": False,
+    "device": None,
+    "backend": None,
+    "inline": False,
+    "compiler_options": None,
+}
+
+
+def _index_tuple(name, value) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}") from None
+    for i in out:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"{name} must be an int or a sequence of ints, got {value!r}")
+    return out
+
+
+def _name_tuple(name, value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a str or a sequence of str, got {value!r}") from None
+    for s in out:
+        if not isinstance(s, str):
+            raise TypeError(f"{name} must be a str or a sequence of str, got {value!r}")
+    return out
+
+
+def _hashable(tree) -> Any:
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=lambda x: x is None)
+    return (treedef, tuple(leaves))
+
+
+def _shift(nums: tuple[int, ...]) -> tuple[int, ...]:
+    # The canonical function takes the leaves first; negative indices count
+    # from the end and are unaffected.
+    return tuple(i + 1 if i >= 0 else i for i in nums)
+
+
+class _Options:
+    """``jax.jit`` options, validated once, with the kwargs for the canonical jit."""
+
+    __slots__ = ("user", "key", "broadcast_in_shardings", "static_argnums")
+
+    def __init__(self, user: dict):
+        unknown = set(user) - set(_JIT_DEFAULTS)
+        if unknown:
+            raise TypeError(f"stable_jit() got unexpected keyword arguments {sorted(unknown)}")
+        self.user = user
+        opts = {**_JIT_DEFAULTS, **user}
+        self.static_argnums = _index_tuple("static_argnums", opts["static_argnums"])
+        _name_tuple("static_argnames", opts["static_argnames"])
+        _index_tuple("donate_argnums", opts["donate_argnums"])
+        _name_tuple("donate_argnames", opts["donate_argnames"])
+        ins = opts["in_shardings"]
+        self.broadcast_in_shardings = not (
+            ins is _UNSPECIFIED or ins is None or isinstance(ins, (tuple, list))
+        )
+        co = opts["compiler_options"]
+        self.key = tuple(
+            (
+                k,
+                _hashable(v)
+                if k in ("in_shardings", "out_shardings")
+                else tuple(sorted(v.items()))
+                if k == "compiler_options" and v is not None
+                else v
+                if k in ("device", "backend", "keep_unused", "inline")
+                else (_index_tuple(k, v) if k.endswith("argnums") else _name_tuple(k, v)),
+            )
+            for k, v in sorted(user.items())
+        )
+        if co is not None and not isinstance(co, dict):
+            raise TypeError(f"compiler_options must be a dict, got {type(co).__name__}")
+
+    def jit_kwargs(self, n_dynamic: int | None) -> dict:
+        """kwargs for ``jax.jit(canonical, ...)``."""
+        out = {}
+        for k, v in self.user.items():
+            if k in ("static_argnums", "donate_argnums"):
+                v = _shift(_index_tuple(k, v))
+            elif k == "in_shardings":
+                if v is _UNSPECIFIED or v is None:
+                    continue
+                v = (None, *v) if isinstance(v, (tuple, list)) else (None,) + (v,) * n_dynamic
+            elif v is _UNSPECIFIED:
+                continue
+            out[k] = v
+        return out
+
+
+_DEFAULT_OPTIONS = _Options({})
+_OPTIONS_MEMO: dict = {}
+
+
+def _options(kwargs: dict) -> _Options:
+    if not kwargs:
+        return _DEFAULT_OPTIONS
+    try:
+        memo_key = tuple(sorted(kwargs.items()))
+        opts = _OPTIONS_MEMO.get(memo_key)
+    except TypeError:  # unhashable option values (a dict of shardings)
+        return _Options(kwargs)
+    if opts is None:
+        opts = _OPTIONS_MEMO[memo_key] = _Options(kwargs)
+    return opts
+
+
+def _check_callable(fun) -> None:
+    if not callable(fun):
+        raise TypeError(f"stable_jit expects a callable, got {type(fun).__name__}: {fun!r}")
+    target = fun.__func__ if isinstance(fun, types.MethodType) else fun
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType) and code_info(code).is_generator:
+        raise TypeError(
+            f"stable_jit cannot compile {getattr(fun, '__qualname__', fun)!r}: it is a "
+            "generator or coroutine function, whose calls return an iterator rather than "
+            "arrays."
+        )
+
+
+def _signature(fn):
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    leaves = inspect.Parameter("__stablejit_leaves__", inspect.Parameter.POSITIONAL_ONLY)
+    try:
+        return sig.replace(parameters=[leaves, *sig.parameters.values()])
+    except ValueError:
+        return None
+
+
+def _tag(fn):
+    """What identifies "this function" across redefinitions (for clear_cache)."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    return code_info(code).digest if isinstance(code, types.CodeType) else type(fn)
+
+
+class StableJitted:
+    """A callable compiled like ``jax.jit``, cached by structure.
+
+    Returned by :func:`stable_jit`; see there.
+    """
+
+    __slots__ = ("_fun", "_opts", "__weakref__")
+
+    def __init__(self, fun: Callable, opts: _Options):
+        self._fun = fun
+        self._opts = opts
+
+    # -- functools.wraps without the per-construction cost
+    @property
+    def __wrapped__(self):
+        return self._fun
+
+    def __getattr__(self, name):
+        # functools.wraps without its per-construction cost.
+        if name in ("__name__", "__qualname__"):
+            return getattr(self._fun, name, type(self._fun).__name__)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __repr__(self):
+        return f"<stable_jit of {self._fun!r}>"
+
+    def __get__(self, obj, objtype=None):
+        # Decorating a method: bind like a function would, then jit the bound
+        # method (keyed by the structure of ``obj``).
+        if obj is None:
+            return self
+        return StableJitted(types.MethodType(self._fun, obj), self._opts)
+
+    def _key(self, args):
+        w = KeyWalker()
+        fkey = w.walk(self._fun)
+        if self._opts.broadcast_in_shardings:
+            return (self._opts.key, len(args), fkey), w.leaves
+        return (self._opts.key, fkey), w.leaves
+
+    @_cache.entry_point
+    def __call__(self, *args, **kwargs):
+        w = KeyWalker()
+        fkey = w.walk(self._fun)
+        opts = self._opts
+        if opts.broadcast_in_shardings:
+            key = (opts.key, len(args), fkey)
+        else:
+            key = (opts.key, fkey)
+        entry = CACHE.get(key)
+        if entry is not None:
+            ready = entry.ready
+            if ready is not None:
+                entry.last_used = next(CLOCK)
+                return ready(w.leaves, *args, **kwargs)
+        return self._first_call(key, w.leaves, args, kwargs)
+
+    def _entry(self, key, args):
+        fn = self._fun
+
+        def build(entry):
+            n_dynamic = None
+            if self._opts.broadcast_in_shardings:
+                n = len(args)
+                n_dynamic = n - sum(1 for i in self._opts.static_argnums if -n <= i < n)
+            name = getattr(fn, "__name__", type(fn).__name__)
+            canonical = _cache.make_canonical(
+                entry, name, getattr(fn, "__qualname__", name), _signature(fn)
+            )
+            return jax.jit(canonical, **self._opts.jit_kwargs(n_dynamic))
+
+        return _cache.get_or_create(key, (self._opts.key, _tag(fn)), build)
+
+    @_cache.entry_point
+    def _first_call(self, key, leaves, args, kwargs):
+        entry = self._entry(key, args)
+        with entry.lock:  # one trace per key when threads race on a first call
+            jitted = entry.jitted
+            out = jitted(leaves, *args, **kwargs)
+            if entry.jitted is jitted:  # not evicted meanwhile
+                entry.ready = jitted
+        return out
+
+    @_cache.entry_point
+    def _stage(self, method: str, args, kwargs):
+        key, leaves = self._key(args)
+        entry = self._entry(key, args)
+        return getattr(entry.jitted, method)(leaves, *args, **kwargs), leaves
+
+    def trace(self, *args, **kwargs) -> Staged:
+        """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
+        ``compile()`` keep the lifted arrays, so the compiled function takes the
+        user's arguments only."""
+        traced, leaves = self._stage("trace", args, kwargs)
+        return Staged(traced, leaves)
+
+    def lower(self, *args, **kwargs) -> Staged:
+        """Lowers like ``jax.jit(f).lower``; see :meth:`trace`."""
+        lowered, leaves = self._stage("lower", args, kwargs)
+        return Staged(lowered, leaves)
+
+    def eval_shape(self, *args, **kwargs):
+        """Output shapes and dtypes, like ``jax.jit(f).eval_shape``."""
+        return self._stage("eval_shape", args, kwargs)[0]
+
+    def clear_cache(self) -> None:
+        """Drops the compiled entries of this function (all redefinitions of it)."""
+        _cache.clear((self._opts.key, _tag(self._fun)))
+
+
+class Staged:
+    """A ``jax.stages`` object (Traced, Lowered, Compiled) with the lifted leaves
+    bound as the first argument, so it takes the user's arguments only."""
+
+    __slots__ = ("_stage", "_leaves")
+
+    def __init__(self, stage, leaves):
+        self._stage = stage
+        self._leaves = leaves
+
+    def lower(self, *args, **kwargs) -> Staged:
+        return Staged(self._stage.lower(*args, **kwargs), self._leaves)
+
+    def compile(self, *args, **kwargs) -> Staged:
+        return Staged(self._stage.compile(*args, **kwargs), self._leaves)
+
+    def __call__(self, *args, **kwargs):
+        return self._stage(self._leaves, *args, **kwargs)
+
+    @property
+    def args_info(self):
+        args, kwargs = self._stage.args_info
+        return args[1:], kwargs
+
+    def __getattr__(self, name):
+        return getattr(self._stage, name)
+
+    def __repr__(self):
+        return f"<stablejit {type(self._stage).__name__}: {self._stage!r}>"
+
+
+def stable_jit(
+    fun: Callable | None = None,
+    /,
+    *,
+    in_shardings: Any = _UNSPECIFIED,
+    out_shardings: Any = _UNSPECIFIED,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Iterable[str] | None = None,
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: str | Iterable[str] | None = None,
+    keep_unused: bool = False,
+    device: Any = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
+):
+    """``jax.jit`` whose cache survives redefinition of the function.
+
+    ``jax.jit`` caches per function *object*, so a nested function, lambda or
+    closure built anew on each call recompiles on each call. ``stable_jit``
+    keys its cache on what the function *is*: its code, defaults, the globals
+    it reads and the contents of its closure (recursively through nested
+    functions, ``functools.partial``, bound methods and objects). Equal
+    structure and equal static values share one compiled executable however
+    often the function is redefined; anything that can change the trace —
+    rebinding a global or closed-over variable, mutating a closed-over list,
+    dict or object — is seen and retraced, where ``jax.jit`` would return a
+    stale result.
+
+    Differences from ``jax.jit``, on purpose:
+
+    * Arrays reachable from the function (closed over, in defaults, globals,
+      bound objects) are *lifted*: passed to the compiled computation as
+      inputs, keyed by shape/dtype/sharding, never by value. New values never
+      recompile and are never baked into the executable as constants. Such an
+      array is a tracer inside the function, so using it where a concrete value
+      is required (``int(a)``, a shape, a Python ``if``) raises JAX's
+      concretization error.
+    * Python scalars, strings and other non-array values reachable from the
+      function are static: a new value compiles a new variant.
+
+    Arguments:
+        fun: the function (or any callable) to compile. As in ``jax.jit``, it
+            may be omitted to use ``stable_jit(...)`` as a decorator factory.
+        in_shardings, out_shardings, static_argnums, static_argnames,
+        donate_argnums, donate_argnames, keep_unused, device, backend, inline,
+        compiler_options: exactly as for ``jax.jit``, applied to the user's
+            arguments (lifted arrays are never donated).
+
+    Returns:
+        A :class:`StableJitted` callable with ``jax.jit``'s ``lower``,
+        ``trace``, ``eval_shape`` and ``clear_cache``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from stablejit import stable_jit
+        >>> def outer(a):
+        ...     def inner(x):
+        ...         return x * 2
+        ...     return stable_jit(inner)(a)   # compiles once, not per call
+        >>> outer(jnp.ones(3))
+        Array([2., 2., 2.], dtype=float32)
+    """
+    kwargs = {
+        k: v
+        for k, v in (
+            ("in_shardings", in_shardings),
+            ("out_shardings", out_shardings),
+            ("static_argnums", static_argnums),
+            ("static_argnames", static_argnames),
+            ("donate_argnums", donate_argnums),
+            ("donate_argnames", donate_argnames),
+            ("keep_unused", keep_unused),
+            ("device", device),
+            ("backend", backend),
+            ("inline", inline),
+            ("compiler_options", compiler_options),
+        )
+        if v is not _JIT_DEFAULTS[k]
+    }
+    opts = _options(kwargs)
+    if fun is None:
+        return functools.partial(_wrap, opts=opts)
+    return _wrap(fun, opts)
+
+
+def _wrap(fun, opts):
+    _check_callable(fun)
+    return StableJitted(fun, opts)
+
+
+class _StableKind(Kind):
+    """A ``stable_jit`` wrapper reached from another callable."""
+
+    name = "stable_jit function"
+
+    def key(self, w, f):
+        return (StableJitted, w.walk(f._fun), f._opts.key)
+
+    def rebuild(self, r, f, i):
+        return StableJitted(r.walk(f._fun), f._opts)
+
+
+register_kind(StableJitted, _StableKind())

@@ -1,0 +1,708 @@
+"""The table of value kinds: how each kind of value enters a fingerprint.
+
+Every value reachable from a callable is one of these kinds. A kind knows two
+things, written side by side so that they visit children in the same order:
+
+* ``key(w, v)``: the hashable static key of ``v``; arrays are appended to
+  ``w.leaves`` instead of being hashed.
+* ``rebuild(r, v, i)``: a copy of ``v`` with every leaf replaced by the next
+  value of ``r`` (tracers, at trace time). Only called for values that hold
+  leaves; everything else is kept as the very same object, so mutations made
+  while tracing (a trace counter, ``nonlocal``) reach the user's objects.
+
+Kinds that can take part in reference cycles (``cyclic``) are allocated before
+their children are rebuilt, so a back reference finds the new object.
+
+A new kind is one :class:`Kind` subclass and one :func:`register_kind` call.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import functools
+import math
+import threading
+import types
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+import xxhash
+from jax import core as _core
+from jax.extend import core as _ext_core
+
+from ._code import _INFO as _CODE_INFO
+from ._code import code_info, is_library_file
+
+MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
+"""Key of an unbound global or an empty cell."""
+
+LEAF = type("Leaf", (), {"__repr__": lambda self: "<leaf>"})()
+"""Key of a value lifted to an input of the compiled computation."""
+
+
+class Kind:
+    """How one kind of value is keyed and rebuilt. Subclasses override both."""
+
+    name = "kind"
+    cyclic = False
+
+    def key(self, w, v):
+        raise NotImplementedError
+
+    def rebuild(self, r, v, i):
+        raise AssertionError(f"{self.name} values never hold leaves")
+
+
+# ---------------------------------------------------------------- atoms
+
+
+class _Leaf(Kind):
+    name = "array"
+
+    def key(self, w, v):
+        w.leaves.append(v)
+        return LEAF
+
+    def rebuild(self, r, v, i):
+        return r.next_leaf()
+
+
+class _Scalar(Kind):
+    """Python scalars, by (type, value): ``1``, ``1.0`` and ``True`` differ."""
+
+    name = "scalar"
+
+    def key(self, w, v):
+        return (type(v), v)
+
+
+class _Float(Kind):
+    name = "float"
+
+    def key(self, w, v):
+        # -0.0 == 0.0 and nan != nan: spell those out so the key is exact.
+        if v == v and v != 0.0 and not math.isinf(v):
+            return (type(v), v)
+        return (type(v), float.hex(v))
+
+
+class _Complex(Kind):
+    name = "complex"
+
+    def key(self, w, v):
+        return (type(v), float.hex(v.real), float.hex(v.imag))
+
+
+class _NumpyScalar(Kind):
+    name = "numpy scalar"
+
+    def key(self, w, v):
+        return (type(v), v.dtype.str, v.tobytes())
+
+
+class _NoneKind(Kind):
+    name = "None"
+
+    def key(self, w, v):
+        return None
+
+
+class IdRef:
+    """Compares and hashes by identity; holding it keeps the object alive."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return type(other) is IdRef and other.obj is self.obj
+
+    def __repr__(self):
+        return f"IdRef({self.obj!r})"
+
+
+class _Identity(Kind):
+    """Long-lived objects keyed by identity: modules, classes, builtins.
+
+    The key holds the object itself, which keeps it alive (so its id cannot
+    be reused) and compares by identity for these types.
+    """
+
+    name = "identity"
+
+    def key(self, w, v):
+        return v
+
+
+class _IdentityRef(Kind):
+    """Objects keyed by identity whose own ``__eq__`` is not identity."""
+
+    name = "identity"
+
+    def key(self, w, v):
+        return IdRef(v)
+
+
+class _Value(Kind):
+    """Immutable values with a meaningful ``__eq__``: dtypes, shardings, enums."""
+
+    name = "value"
+
+    def key(self, w, v):
+        return (type(v), v)
+
+
+class _Set(Kind):
+    name = "set"
+
+    def key(self, w, v):
+        # Elements are hashable, so they hold no arrays and need no rebuild.
+        return (type(v), frozenset([w.walk(x) for x in v]))
+
+
+# ---------------------------------------------------------------- containers
+
+
+class _Tuple(Kind):
+    name = "tuple"
+
+    def key(self, w, v):
+        walk = w.walk
+        return (tuple, tuple([walk(x) for x in v]))
+
+    def rebuild(self, r, v, i):
+        walk = r.walk
+        return tuple([walk(x) for x in v])
+
+
+class _List(Kind):
+    name = "list"
+    cyclic = True
+
+    def key(self, w, v):
+        ref = w.enter(v)
+        if ref is not None:
+            return ref
+        walk = w.walk
+        return (list, tuple([walk(x) for x in v]))
+
+    def rebuild(self, r, v, i):
+        new = r.memo[id(v)] = []
+        walk = r.walk
+        new.extend([walk(x) for x in v])
+        return new
+
+
+class _Dict(Kind):
+    name = "dict"
+    cyclic = True
+
+    def key(self, w, v):
+        ref = w.enter(v)
+        if ref is not None:
+            return ref
+        walk = w.walk
+        return (dict, tuple([(walk(k), walk(x)) for k, x in v.items()]))
+
+    def rebuild(self, r, v, i):
+        new = r.memo[id(v)] = {}
+        walk = r.walk
+        for k, x in v.items():
+            walk(k)
+            new[k] = walk(x)
+        return new
+
+
+def _flatten_one_level(v):
+    children, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda x: x is not v)
+    return children, treedef
+
+
+class _Pytree(Kind):
+    """Registered pytree nodes (NamedTuples, dataclass pytrees, modules).
+
+    The node's auxiliary data is walked like any value rather than compared
+    with ``==``, so callables held there (a ``TrainState.apply_fn``) are keyed
+    by structure, not identity.
+    """
+
+    name = "pytree"
+
+    def key(self, w, v):
+        children, treedef = _flatten_one_level(v)
+        node_type, aux = treedef.node_data()
+        walk = w.walk
+        return (node_type, walk(aux), tuple([walk(c) for c in children]))
+
+    def rebuild(self, r, v, i):
+        children, treedef = _flatten_one_level(v)
+        walk = r.walk
+        walk(treedef.node_data()[1])
+        return treedef.unflatten([walk(c) for c in children])
+
+
+# ---------------------------------------------------------------- callables
+
+
+def _module_is_library(mod: types.ModuleType) -> bool:
+    f = getattr(mod, "__file__", None)
+    return f is None or is_library_file(f)
+
+
+_EMPTY_CELL = MISSING
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY_CELL
+
+
+def _resolve_chain(root, chain):
+    """Follows ``config.SCALE``-style chains through user modules.
+
+    Returns ``(depth, value)``: ``value`` is the first non-module object (or
+    a library module) reached after ``depth`` attribute steps.
+    """
+    v = root
+    depth = 0
+    for attr in chain[1:]:
+        if not isinstance(v, types.ModuleType) or _module_is_library(v):
+            break
+        v = getattr(v, attr, MISSING)
+        depth += 1
+    return depth, v
+
+
+class _Function(Kind):
+    """Python functions: code digest, defaults, globals read, closure cells.
+
+    Children, in order: defaults, kwdefaults, each global read, each
+    attribute chain through a user module, each closure cell, ``__dict__``.
+    """
+
+    name = "function"
+    cyclic = True
+
+    def key(self, w, fn):
+        ref = w.enter(fn)
+        if ref is not None:
+            return ref
+        code = fn.__code__
+        info = _CODE_INFO.get(id(code)) or code_info(code)
+        if info.library and fn.__closure__ is None and "<locals>" not in fn.__qualname__:
+            return fn
+        walk = w.walk
+        # The order of the walks below is the order rebuild() replays.
+        defaults = fn.__defaults__
+        if defaults is not None:
+            defaults = walk(defaults)
+        kwdefaults = fn.__kwdefaults__
+        if kwdefaults is not None:
+            kwdefaults = walk(kwdefaults)
+        g = fn.__globals__
+        b = fn.__builtins__
+        gkeys = []
+        for name in info.global_names:
+            v = g.get(name, MISSING)
+            if v is MISSING:
+                v = b.get(name, MISSING)
+            gkeys.append(walk(v))
+        for chain in info.attr_chains:
+            root = g.get(chain[0], MISSING)
+            if isinstance(root, types.ModuleType) and not _module_is_library(root):
+                depth, v = _resolve_chain(root, chain)
+                gkeys.append((depth, walk(v)))
+        closure = fn.__closure__
+        ckeys = () if closure is None else tuple([walk(_cell_value(c)) for c in closure])
+        d = fn.__dict__
+        return (
+            info.digest,
+            defaults,
+            kwdefaults,
+            tuple(gkeys),
+            ckeys,
+            walk(d) if d else None,
+        )
+
+    def rebuild(self, r, fn, i):
+        code = fn.__code__
+        info = code_info(code)
+        kids = iter(r.plan.children[i])
+        has_leaf = r.plan.has_leaf
+        # Defaults and kwdefaults (each walked only when set) are assigned
+        # after allocation.
+        for d in (fn.__defaults__, fn.__kwdefaults__):
+            if d is not None:
+                next(kids)
+        g = fn.__globals__
+        b = fn.__builtins__
+        global_kids = [next(kids) for _ in info.global_names]
+        chains = [
+            c
+            for c in info.attr_chains
+            if isinstance(g.get(c[0], MISSING), types.ModuleType)
+            and not _module_is_library(g[c[0]])
+        ]
+        chain_kids = [next(kids) for _ in chains]
+        closure = fn.__closure__ or ()
+        cell_kids = [next(kids) for _ in closure]
+
+        new_globals = g
+        if any(has_leaf[k] for k in global_kids + chain_kids):
+            if info.global_stores:
+                raise TypeError(
+                    f"stablejit cannot lift the arrays in the globals of "
+                    f"{fn.__qualname__!r}: it also assigns the globals "
+                    f"{sorted(info.global_stores)}. Pass the arrays as arguments."
+                )
+            new_globals = dict(g)
+        cells = []
+        for name, cell, k in zip(code.co_freevars, closure, cell_kids, strict=True):
+            if has_leaf[k]:
+                if name in info.deref_stores:
+                    raise TypeError(
+                        f"{fn.__qualname__!r} assigns its closure variable {name!r} "
+                        "(nonlocal), which holds an array; stablejit lifts such "
+                        "arrays to inputs and cannot write them back. Return the "
+                        "new value instead."
+                    )
+                cells.append(types.CellType())
+            else:
+                cells.append(cell)
+        new = types.FunctionType(code, new_globals, fn.__name__, None, tuple(cells) or None)
+        new.__qualname__ = fn.__qualname__
+        r.memo[id(fn)] = new
+
+        walk = r.walk
+        if fn.__defaults__ is not None:
+            new.__defaults__ = walk(fn.__defaults__)
+        if fn.__kwdefaults__ is not None:
+            new.__kwdefaults__ = walk(fn.__kwdefaults__)
+        for name, k in zip(info.global_names, global_kids, strict=True):
+            v = g.get(name, MISSING)
+            if v is MISSING:
+                v = b.get(name, MISSING)
+            nv = walk(v)
+            if has_leaf[k]:
+                new_globals[name] = nv
+        for chain, k in zip(chains, chain_kids, strict=True):
+            depth, v = _resolve_chain(g[chain[0]], chain)
+            nv = walk(v)
+            if has_leaf[k]:
+                new_globals[chain[0]] = _patched_module(
+                    new_globals[chain[0]], chain[1 : depth + 1], nv
+                )
+        for cell, old, k in zip(cells, closure, cell_kids, strict=True):
+            nv = walk(_cell_value(old))
+            if has_leaf[k]:
+                cell.cell_contents = nv
+        if fn.__dict__:
+            new.__dict__.update(walk(fn.__dict__))
+        return new
+
+
+def _patched_module(mod, path, value):
+    """A shallow copy of module ``mod`` with ``mod.<path>`` set to ``value``."""
+    proxy = types.ModuleType(mod.__name__)
+    proxy.__dict__.update(mod.__dict__)
+    head, *rest = path
+    setattr(proxy, head, _patched_module(getattr(mod, head), rest, value) if rest else value)
+    return proxy
+
+
+class _Method(Kind):
+    name = "bound method"
+
+    def key(self, w, m):
+        return (types.MethodType, w.walk(m.__func__), w.walk(m.__self__))
+
+    def rebuild(self, r, m, i):
+        return types.MethodType(r.walk(m.__func__), r.walk(m.__self__))
+
+
+class _Partial(Kind):
+    name = "partial"
+
+    def key(self, w, p):
+        walk = w.walk
+        return (type(p), walk(p.func), walk(p.args), walk(p.keywords))
+
+    def rebuild(self, r, p, i):
+        walk = r.walk
+        func, args, keywords = walk(p.func), walk(p.args), walk(p.keywords)
+        return type(p)(func, *args, **keywords)
+
+
+_JIT_OPTION_FIELDS = (
+    "in_shardings_treedef",
+    "in_shardings_leaves",
+    "out_shardings_treedef",
+    "out_shardings_leaves",
+    "in_layouts_treedef",
+    "in_layouts_leaves",
+    "out_layouts_treedef",
+    "out_layouts_leaves",
+    "static_argnums",
+    "static_argnames",
+    "donate_argnums",
+    "donate_argnames",
+    "device",
+    "backend",
+    "keep_unused",
+    "inline",
+    "compiler_options_kvs",
+)
+
+
+class _Jitted(Kind):
+    """``jax.jit``-wrapped functions: the wrapped function and jit's options."""
+
+    name = "jax.jit function"
+
+    def key(self, w, f):
+        ji = f._jit_info
+        return (
+            "jax.jit",
+            w.walk(f._fun),
+            tuple([getattr(ji, name) for name in _JIT_OPTION_FIELDS]),
+        )
+
+    def rebuild(self, r, f, i):
+        ji = f._jit_info
+        tu = jax.tree_util
+        if any(x is not None for x in ji.in_layouts_leaves + ji.out_layouts_leaves):
+            raise TypeError(
+                f"stablejit cannot rebuild {f!r}, a jax.jit with explicit layouts, "
+                "around lifted arrays"
+            )
+        return jax.jit(
+            r.walk(f._fun),
+            in_shardings=tu.tree_unflatten(ji.in_shardings_treedef, ji.in_shardings_leaves),
+            out_shardings=tu.tree_unflatten(ji.out_shardings_treedef, ji.out_shardings_leaves),
+            static_argnums=ji.static_argnums,
+            static_argnames=ji.static_argnames,
+            donate_argnums=ji.donate_argnums,
+            donate_argnames=ji.donate_argnames,
+            keep_unused=ji.keep_unused,
+            device=ji.device,
+            backend=ji.backend,
+            inline=ji.inline,
+            compiler_options=dict(ji.compiler_options_kvs) or None,
+        )
+
+
+# ---------------------------------------------------------------- objects
+
+
+def _slot_names(cls) -> tuple[str, ...]:
+    names = []
+    for c in cls.__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        names.extend(s for s in slots if s not in ("__dict__", "__weakref__"))
+    return tuple(names)
+
+
+class _Object(Kind):
+    """Plain instances, by type (identity) and state (``__dict__``, slots).
+
+    Arrays in the state are lifted; methods are looked up on the class, which
+    is keyed by identity.
+    """
+
+    name = "object"
+    cyclic = True
+
+    def __init__(self, cls):
+        self.slots = _slot_names(cls)
+        self.has_dict = any("__dict__" in c.__dict__ for c in cls.__mro__)
+
+    def _state(self, v):
+        d = object.__getattribute__(v, "__dict__") if self.has_dict else None
+        slots = tuple([getattr(v, s, MISSING) for s in self.slots])
+        return d, slots
+
+    def key(self, w, v):
+        ref = w.enter(v)
+        if ref is not None:
+            return ref
+        d, slots = self._state(v)
+        walk = w.walk
+        return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
+
+    def rebuild(self, r, v, i):
+        cls = type(v)
+        new = object.__new__(cls) if cls.__new__ is object.__new__ else copy.copy(v)
+        r.memo[id(v)] = new
+        d, slots = self._state(v)
+        walk = r.walk
+        nd = walk(d)
+        if nd is not None:
+            object.__getattribute__(new, "__dict__").update(nd)
+        for name, s in zip(self.slots, slots, strict=True):
+            ns = walk(s)
+            if ns is not MISSING:
+                object.__setattr__(new, name, ns)
+        return new
+
+
+_WARNED: set[type] = set()
+_WARN_LOCK = threading.Lock()
+
+
+class _Opaque(Kind):
+    """Objects with no readable state: hashed through cloudpickle, else identity."""
+
+    name = "opaque object"
+
+    def key(self, w, v):
+        import cloudpickle
+
+        try:
+            data = cloudpickle.dumps(v, protocol=5)
+        except Exception as e:  # noqa: BLE001 - any pickling failure means "cannot read"
+            with _WARN_LOCK:
+                first = type(v) not in _WARNED
+                _WARNED.add(type(v))
+            if first:
+                warnings.warn(
+                    f"stablejit cannot read the state of {type(v).__qualname__} objects "
+                    f"({e!s:.80}); they are keyed by identity, so mutating one in place "
+                    "is not seen.",
+                    stacklevel=2,
+                )
+            return IdRef(v)
+        return ("pickled", type(v), xxhash.xxh3_128_digest(data))
+
+
+# ---------------------------------------------------------------- the table
+
+_LEAF = _Leaf()
+_IDENTITY = _Identity()
+_IDENTITY_REF = _IdentityRef()
+_VALUE = _Value()
+_FUNCTION = _Function()
+_PYTREE = _Pytree()
+_OPAQUE = _Opaque()
+
+TABLE: dict[type, Kind] = {
+    int: _Scalar(),
+    bool: _Scalar(),
+    str: _Scalar(),
+    bytes: _Scalar(),
+    float: _Float(),
+    complex: _Complex(),
+    type(None): _NoneKind(),
+    type(...): _IDENTITY,
+    type(NotImplemented): _IDENTITY,
+    tuple: _Tuple(),
+    list: _List(),
+    dict: _Dict(),
+    set: _Set(),
+    frozenset: _Set(),
+    types.FunctionType: _FUNCTION,
+    types.MethodType: _Method(),
+    np.dtype: _VALUE,
+    range: _VALUE,
+    type(jax.jit(lambda x: x)): _Jitted(),
+}
+
+_ARRAY_BASES = (jax.Array, np.ndarray, _core.Tracer)
+_IDENTITY_BASES = (
+    type,
+    types.ModuleType,
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.MethodDescriptorType,
+    types.ClassMethodDescriptorType,
+    np.ufunc,
+    _ext_core.Primitive,
+)
+_VALUE_BASES = (
+    enum.Enum,
+    np.dtype,
+    jax.sharding.Sharding,
+    jax.sharding.Mesh,
+    jax.sharding.PartitionSpec,
+    jax.ShapeDtypeStruct,
+    type(jax.devices()[0]),
+    slice,
+)
+
+_TABLE_LOCK = threading.Lock()
+
+
+KEYS: dict[type, Any] = {}
+"""``TABLE`` with each kind's bound ``key`` method: the hot path's dispatch."""
+
+
+def register_kind(cls: type, kind: Kind) -> None:
+    """Makes ``kind`` the kind of every value of exact type ``cls``."""
+    with _TABLE_LOCK:
+        TABLE[cls] = kind
+        KEYS[cls] = kind.key
+
+
+for _cls, _kind in list(TABLE.items()):
+    register_kind(_cls, _kind)
+
+
+def _eq_is_identity(cls) -> bool:
+    # Builtin functions compare by (self, C function): identity in effect.
+    return cls.__eq__ is object.__eq__ or issubclass(
+        cls, (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType)
+    )
+
+
+def _is_pytree_node(cls, v) -> bool:
+    try:
+        children, treedef = _flatten_one_level(v)
+    except Exception:  # noqa: BLE001 - a failing flatten means "not a usable node"
+        return False
+    return not (
+        treedef.num_nodes == 1 and treedef.num_leaves == 1 and children and children[0] is v
+    )
+
+
+def classify(v: Any) -> Kind:
+    """Returns (and remembers per type) the kind of ``v``."""
+    cls = type(v)
+    kind = TABLE.get(cls)
+    if kind is not None:
+        return kind
+    if issubclass(cls, _ARRAY_BASES):
+        kind = _LEAF
+    elif issubclass(cls, np.generic):
+        kind = _NumpyScalar()
+    elif issubclass(cls, _IDENTITY_BASES):
+        kind = _IDENTITY if _eq_is_identity(cls) else _IDENTITY_REF
+    elif issubclass(cls, _VALUE_BASES):
+        kind = _VALUE
+    elif issubclass(cls, functools.partial):
+        kind = _Partial()
+    elif issubclass(cls, types.FunctionType):
+        kind = _FUNCTION
+    elif issubclass(cls, (float,)):
+        kind = _Float()
+    elif _is_pytree_node(cls, v):
+        kind = _PYTREE
+    elif issubclass(cls, (int, str, bytes)):
+        kind = _Scalar()
+    elif hasattr(v, "__dict__") or _slot_names(cls):
+        kind = _Object(cls)
+    else:
+        kind = _OPAQUE
+    register_kind(cls, kind)
+    return kind

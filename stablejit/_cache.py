@@ -20,6 +20,7 @@ from typing import Any
 
 from ._config import config
 from ._fingerprint import fingerprint, rebuild
+from ._sinks import Snapshot
 
 _LOCK = threading.RLock()
 CLOCK = itertools.count()
@@ -77,8 +78,10 @@ def make_canonical(entry: Entry, name: str, qualname: str, signature) -> Callabl
     def canonical(leaves, /, *args, **kwargs):
         fn = current_callable()
         entry.traces += 1
+        snapshot = Snapshot(fn)
         out = rebuild(fn, leaves)(*args, **kwargs)
-        _alias_after_trace(entry, fn)
+        if snapshot.commit():
+            _alias_after_trace(entry, fn)
         return out
 
     canonical.__name__ = name
@@ -89,11 +92,10 @@ def make_canonical(entry: Entry, name: str, qualname: str, signature) -> Callabl
 
 
 def _alias_after_trace(entry: Entry, fn) -> None:
-    """Also files ``entry`` under ``fn``'s key as tracing left it.
+    """Also files ``entry`` under ``fn``'s key now that tracing made sinks.
 
-    A function whose tracing mutates what it can see (a trace counter in a
-    global list) would otherwise miss on every call; the computation it traced
-    is the one a call in the new state would get from ``jax.jit`` too.
+    The key computed before the trace still walked the state the trace
+    mutated (see :mod:`stablejit._sinks`); later calls key without it.
     """
     first = entry.keys[0]
     post_key = first[:-1] + (fingerprint(fn)[0],)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _sinks
 from ._kinds import KEYS, TABLE, classify
 
 
@@ -25,11 +26,13 @@ def _key_of(v):
 class KeyWalker:
     """Computes a static key and collects the leaves, in walk order."""
 
-    __slots__ = ("leaves", "seen")
+    __slots__ = ("leaves", "seen", "sinks")
 
     def __init__(self):
         self.leaves: list = []
         self.seen: dict[int, int] = {}
+        # One version of the side channels for the whole walk (see _sinks).
+        self.sinks = _sinks.SINKS
 
     def walk(self, v: Any):
         return (KEYS.get(type(v)) or _key_of(v))(self, v)
@@ -122,10 +125,11 @@ class Plan(KeyWalker):
 class Rebuilder:
     """Replays a :class:`Plan` over a callable, substituting leaves."""
 
-    __slots__ = ("plan", "leaves", "pos", "leaf_pos", "memo")
+    __slots__ = ("plan", "leaves", "pos", "leaf_pos", "memo", "sinks")
 
     def __init__(self, plan: Plan, leaves):
         self.plan = plan
+        self.sinks = plan.sinks
         self.leaves = leaves
         self.pos = 0
         self.leaf_pos = 0

@@ -35,6 +35,7 @@ from jax.extend import core as _ext_core
 
 from ._code import _INFO as _CODE_INFO
 from ._code import code_info, is_library_file
+from ._sinks import SINK, sink_names
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 """Key of an unbound global or an empty cell."""
@@ -190,6 +191,8 @@ class _List(Kind):
         ref = w.enter(v)
         if ref is not None:
             return ref
+        if w.sinks and sink_names(w.sinks, v) is not False:
+            return SINK  # so never rebuilt: the traced function appends to the original
         walk = w.walk
         return (list, tuple([walk(x) for x in v]))
 
@@ -209,12 +212,19 @@ class _Dict(Kind):
         if ref is not None:
             return ref
         walk = w.walk
+        skip = w.sinks and sink_names(w.sinks, v)
+        if skip:
+            return (dict, tuple([(walk(k), walk(x)) for k, x in v.items() if k not in skip]))
         return (dict, tuple([(walk(k), walk(x)) for k, x in v.items()]))
 
     def rebuild(self, r, v, i):
         new = r.memo[id(v)] = {}
         walk = r.walk
+        skip = r.sinks and sink_names(r.sinks, v)
         for k, x in v.items():
+            if skip and k in skip:
+                new[k] = x
+                continue
             walk(k)
             new[k] = walk(x)
         return new
@@ -310,8 +320,13 @@ class _Function(Kind):
             kwdefaults = walk(kwdefaults)
         g = fn.__globals__
         b = fn.__builtins__
+        sinks = w.sinks
+        gskip = sinks and sink_names(sinks, g)
         gkeys = []
         for name in info.global_names:
+            if gskip and name in gskip:
+                gkeys.append(SINK)
+                continue
             v = g.get(name, MISSING)
             if v is MISSING:
                 v = b.get(name, MISSING)
@@ -322,7 +337,17 @@ class _Function(Kind):
                 depth, v = _resolve_chain(root, chain)
                 gkeys.append((depth, walk(v)))
         closure = fn.__closure__
-        ckeys = () if closure is None else tuple([walk(_cell_value(c)) for c in closure])
+        if closure is None:
+            ckeys = ()
+        elif sinks:
+            ckeys = tuple(
+                [
+                    SINK if sink_names(sinks, c) is not False else walk(_cell_value(c))
+                    for c in closure
+                ]
+            )
+        else:
+            ckeys = tuple([walk(_cell_value(c)) for c in closure])
         d = fn.__dict__
         return (
             info.digest,
@@ -345,7 +370,11 @@ class _Function(Kind):
                 next(kids)
         g = fn.__globals__
         b = fn.__builtins__
-        global_kids = [next(kids) for _ in info.global_names]
+        # Side channels were not walked by the key (see _sinks): no visit.
+        sinks = r.sinks
+        gskip = sinks and sink_names(sinks, g)
+        names = [n for n in info.global_names if not (gskip and n in gskip)]
+        global_kids = [next(kids) for _ in names]
         chains = [
             c
             for c in info.attr_chains
@@ -354,7 +383,9 @@ class _Function(Kind):
         ]
         chain_kids = [next(kids) for _ in chains]
         closure = fn.__closure__ or ()
-        cell_kids = [next(kids) for _ in closure]
+        cell_kids = [
+            None if sinks and sink_names(sinks, c) is not False else next(kids) for c in closure
+        ]
 
         new_globals = g
         if any(has_leaf[k] for k in global_kids + chain_kids):
@@ -367,7 +398,7 @@ class _Function(Kind):
             new_globals = dict(g)
         cells = []
         for name, cell, k in zip(code.co_freevars, closure, cell_kids, strict=True):
-            if has_leaf[k]:
+            if k is not None and has_leaf[k]:
                 if name in info.deref_stores:
                     raise TypeError(
                         f"{fn.__qualname__!r} assigns its closure variable {name!r} "
@@ -387,7 +418,7 @@ class _Function(Kind):
             new.__defaults__ = walk(fn.__defaults__)
         if fn.__kwdefaults__ is not None:
             new.__kwdefaults__ = walk(fn.__kwdefaults__)
-        for name, k in zip(info.global_names, global_kids, strict=True):
+        for name, k in zip(names, global_kids, strict=True):
             v = g.get(name, MISSING)
             if v is MISSING:
                 v = b.get(name, MISSING)
@@ -402,6 +433,8 @@ class _Function(Kind):
                     new_globals[chain[0]], chain[1 : depth + 1], nv
                 )
         for cell, old, k in zip(cells, closure, cell_kids, strict=True):
+            if k is None:
+                continue
             nv = walk(_cell_value(old))
             if has_leaf[k]:
                 cell.cell_contents = nv

@@ -3,11 +3,10 @@
 Test suites and libraries count traces by mutating something the traced
 function can see: ``TRACES.append(1)``, ``GLOBAL["count"] += 1``, ``nonlocal
 n; n += 1``. If such state were keyed, every trace would change the key of
-every later call, and nothing would ever hit. So a trace is bracketed by a
-:class:`Snapshot`; the list entries, dict items, globals and closure cells it
-changed become *sinks*, which keys leave out from then on (arrays in a sink
-list are still lifted). ``jax.jit`` never re-reads such state either; unlike
-``jax.jit``, everything else stays keyed.
+every later call, and variants would retrace forever. So a trace is bracketed
+by a :class:`Snapshot`; the lists, dict items, globals and closure cells it
+changed become *sinks*, which keys leave out from then on. ``jax.jit`` never
+re-reads such state either; unlike ``jax.jit``, everything else stays keyed.
 """
 
 from __future__ import annotations
@@ -15,33 +14,51 @@ from __future__ import annotations
 import threading
 import types
 
+from ._code import code_info
+
 ALL = None
 """Sink marker: the whole list or cell is a side channel."""
 
+SINK = type("Sink", (), {"__repr__": lambda self: "<sink>"})()
+"""Key of a value left out because it is a side channel."""
+
 SINKS: dict[int, tuple[object, frozenset | None]] = {}
-"""id(container) → (container, names left out of keys, or ALL)."""
+"""id(container) → (container, names left out of keys, or ALL).
+
+Replaced, never mutated, so a walk that reads it once sees one consistent
+version (keys and rebuilds must agree on what they skip).
+"""
 
 _LOCK = threading.Lock()
 
 
-def _add(obj, names) -> None:
+def _add(changes: list[tuple[object, frozenset | None]]) -> None:
+    global SINKS
     with _LOCK:
-        old = SINKS.get(id(obj))
-        if old is not None and old[0] is obj:
-            names = ALL if names is ALL or old[1] is ALL else old[1] | names
-        SINKS[id(obj)] = (obj, names)
+        new = dict(SINKS)
+        for obj, names in changes:
+            old = new.get(id(obj))
+            if old is not None and old[0] is obj:
+                names = ALL if names is ALL or old[1] is ALL else old[1] | names
+            new[id(obj)] = (obj, names)
+        SINKS = new
+
+
+def sink_names(sinks: dict, obj) -> frozenset | None | bool:
+    """The names of ``obj`` left out of keys: a frozenset, ALL, or False if none."""
+    entry = sinks.get(id(obj))
+    if entry is None or entry[0] is not obj:
+        return False
+    return entry[1]
 
 
 class Snapshot:
-    """The contents of every mutable container reachable from ``fn``."""
+    """The contents of the mutable state reachable from ``fn``, before a trace."""
 
     def __init__(self, fn):
         from ._fingerprint import KeyWalker
 
-        self._key = lambda v: KeyWalker().walk(v)
-        self._parts: list[tuple[object, object]] = []
-
-        snapshot = self
+        parts: list[tuple[object, tuple | None]] = []
 
         class _Recorder(KeyWalker):
             __slots__ = ()
@@ -49,42 +66,49 @@ class Snapshot:
             def enter(self, v):
                 ref = super().enter(v)
                 if ref is None:
-                    snapshot._record(v)
+                    if isinstance(v, (list, dict)):
+                        parts.append((v, None))
+                    elif isinstance(v, types.FunctionType):
+                        parts.extend((cell, None) for cell in v.__closure__ or ())
+                        names = code_info(v.__code__).global_names
+                        parts.append((v.__globals__, names))
                 return ref
 
         _Recorder().walk(fn)
-        self._before = [self._contents(obj) for obj, _ in self._parts]
-
-    def _record(self, v):
-        if isinstance(v, (list, dict)):
-            self._parts.append((v, None))
-        elif isinstance(v, types.FunctionType):
-            for cell in v.__closure__ or ():
-                self._parts.append((cell, None))
-            self._parts.append((v.__globals__, v))
-
-    def _contents(self, obj):
-        key = self._key
-        if isinstance(obj, list):
-            return key(obj)
-        if isinstance(obj, types.CellType):
-            try:
-                return key(obj.cell_contents)
-            except ValueError:
-                return "<empty>"
-        return {k: key(x) for k, x in obj.items() if type(k) is str or not isinstance(obj, dict)}
+        self._parts = parts
+        self._before = [_contents(obj, names) for obj, names in parts]
 
     def commit(self) -> bool:
-        """Marks what changed since the snapshot as sinks; True if anything did."""
-        changed = False
-        for (obj, _), before in zip(self._parts, self._before, strict=True):
-            after = self._contents(obj)
+        """Makes what changed since the snapshot a sink; True if anything did."""
+        changes = []
+        for (obj, names), before in zip(self._parts, self._before, strict=True):
+            after = _contents(obj, names)
             if after == before:
                 continue
-            changed = True
             if isinstance(obj, dict):
-                names = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-                _add(obj, frozenset(names))
+                changed = before.keys() | after.keys()
+                changes.append((obj, frozenset(k for k in changed if before.get(k) != after.get(k))))
             else:
-                _add(obj, ALL)
-        return changed
+                changes.append((obj, ALL))
+        if changes:
+            _add(changes)
+        return bool(changes)
+
+
+def _key(v):
+    from ._fingerprint import KeyWalker
+
+    return KeyWalker().walk(v)
+
+
+def _contents(obj, names):
+    if isinstance(obj, list):
+        return _key(obj)
+    if isinstance(obj, types.CellType):
+        try:
+            return _key(obj.cell_contents)
+        except ValueError:
+            return "<empty>"
+    if names is None:
+        return {k: _key(x) for k, x in list(obj.items())}
+    return {k: _key(obj[k]) for k in names if k in obj}

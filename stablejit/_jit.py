@@ -158,7 +158,7 @@ def _check_callable(fun) -> None:
 def _signature(fn):
     try:
         sig = inspect.signature(fn)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - inspect runs user __eq__ on callable objects
         return None
     leaves = inspect.Parameter("__stablejit_leaves__", inspect.Parameter.POSITIONAL_ONLY)
     try:

@@ -35,6 +35,7 @@ from jax.extend import core as _ext_core
 
 from ._code import _INFO as _CODE_INFO
 from ._code import code_info, is_library_file
+from ._idref import IdRef
 from ._sinks import SINK, sink_names
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
@@ -109,24 +110,6 @@ class _NoneKind(Kind):
 
     def key(self, w, v):
         return None
-
-
-class IdRef:
-    """Compares and hashes by identity; holding it keeps the object alive."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-    def __eq__(self, other):
-        return type(other) is IdRef and other.obj is self.obj
-
-    def __repr__(self):
-        return f"IdRef({self.obj!r})"
 
 
 class _Identity(Kind):

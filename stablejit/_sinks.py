@@ -15,6 +15,7 @@ import threading
 import types
 
 from ._code import code_info
+from ._idref import IdRef
 
 ALL = None
 """Sink marker: the whole list or cell is a side channel."""
@@ -87,7 +88,9 @@ class Snapshot:
                 continue
             if isinstance(obj, dict):
                 changed = before.keys() | after.keys()
-                changes.append((obj, frozenset(k for k in changed if before.get(k) != after.get(k))))
+                changes.append(
+                    (obj, frozenset(k for k in changed if before.get(k) != after.get(k)))
+                )
             else:
                 changes.append((obj, ALL))
         if changes:
@@ -95,20 +98,26 @@ class Snapshot:
         return bool(changes)
 
 
-def _key(v):
-    from ._fingerprint import KeyWalker
+_ATOMS = (bool, int, float, complex, str, bytes, type(None))
 
-    return KeyWalker().walk(v)
+
+def _shallow(v):
+    # Containers by identity: a change inside one is recorded on that one
+    # alone, so a counter in ``obj.__dict__`` does not make every closure
+    # cell that holds ``obj`` a sink too.
+    if type(v) in _ATOMS:
+        return (type(v), repr(v))
+    return IdRef(v)
 
 
 def _contents(obj, names):
     if isinstance(obj, list):
-        return _key(obj)
+        return [_shallow(x) for x in obj]
     if isinstance(obj, types.CellType):
         try:
-            return _key(obj.cell_contents)
+            return _shallow(obj.cell_contents)
         except ValueError:
             return "<empty>"
     if names is None:
-        return {k: _key(x) for k, x in list(obj.items())}
-    return {k: _key(obj[k]) for k in names if k in obj}
+        return {k: _shallow(x) for k, x in list(obj.items())}
+    return {k: _shallow(obj[k]) for k in names if k in obj}

@@ -1,0 +1,33 @@
+import jax
+import pytest
+
+import stablejit
+from stablejit import _cache
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts from an empty stablejit cache and default config."""
+    _cache.clear()
+    size = stablejit.config.cache_size
+    yield
+    stablejit.config.cache_size = size
+    _cache.clear()
+
+
+class Traces:
+    """Counts traces: call it inside the traced function (a Python side effect)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+
+
+@pytest.fixture
+def traces():
+    return Traces()
+
+
+jax.config.update("jax_enable_x64", False)

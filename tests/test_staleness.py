@@ -1,0 +1,206 @@
+"""Everything that can change a trace is seen; jax.jit misses each of these."""
+
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from stablejit import stable_jit
+
+SCALE = 2.0
+OFFSETS = {"a": 1.0}
+
+
+def scaled(x):
+    return x * SCALE
+
+
+def test_rebinding_a_global_is_seen():
+    global SCALE
+    f = stable_jit(scaled)
+    try:
+        np.testing.assert_array_equal(f(jnp.ones(2)), [2.0, 2.0])
+        SCALE = 5.0
+        np.testing.assert_array_equal(f(jnp.ones(2)), [5.0, 5.0])
+    finally:
+        SCALE = 2.0
+    np.testing.assert_array_equal(f(jnp.ones(2)), [2.0, 2.0])
+
+
+def test_rebinding_a_global_function_is_seen():
+    ns = {}
+    exec("def helper(x):\n    return x + 1\ndef f(x):\n    return helper(x) * 2\n", ns)
+    f = stable_jit(ns["f"])
+    np.testing.assert_array_equal(f(jnp.zeros(1)), [2.0])
+    exec("def helper(x):\n    return x - 1\n", ns)
+    np.testing.assert_array_equal(f(jnp.zeros(1)), [-2.0])
+
+
+def test_global_read_only_by_a_nested_function_is_keyed():
+    ns = {"K": 3}
+    exec("def f(x):\n    g = lambda y: y * K\n    return g(x)\n", ns)
+    f = stable_jit(ns["f"])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [3.0])
+    ns["K"] = 4
+    np.testing.assert_array_equal(f(jnp.ones(1)), [4.0])
+
+
+def test_rebinding_a_closed_over_variable_is_seen():
+    k = 1
+
+    def f(x):
+        return x * k
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.ones(2)), [1.0, 1.0])
+    k = 7
+    np.testing.assert_array_equal(g(jnp.ones(2)), [7.0, 7.0])
+    k = jnp.full(2, 3.0)
+    np.testing.assert_array_equal(g(jnp.ones(2)), [3.0, 3.0])
+
+
+def test_mutating_a_closed_over_dict_is_seen():
+    cfg = {"scale": 2}
+    f = stable_jit(lambda x: x * cfg["scale"])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    cfg["scale"] = 3
+    np.testing.assert_array_equal(f(jnp.ones(1)), [3.0])
+
+
+def test_mutating_a_global_dict_is_seen():
+    f = stable_jit(lambda x: x + OFFSETS["a"])
+    try:
+        np.testing.assert_array_equal(f(jnp.zeros(1)), [1.0])
+        OFFSETS["a"] = -1.0
+        np.testing.assert_array_equal(f(jnp.zeros(1)), [-1.0])
+    finally:
+        OFFSETS["a"] = 1.0
+
+
+def test_mutating_a_closed_over_list_is_seen():
+    layers = [1.0, 2.0]
+
+    def f(x):
+        for s in layers:
+            x = x * s
+        return x
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [2.0])
+    layers.append(10.0)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [20.0])
+
+
+def test_mutating_a_closed_over_numpy_array_in_place_is_seen():
+    w = np.ones(3, np.float32)
+    f = stable_jit(lambda x: x * w)
+    np.testing.assert_array_equal(f(jnp.ones(3)), np.ones(3))
+    w[1] = 5.0
+    np.testing.assert_array_equal(f(jnp.ones(3)), [1.0, 5.0, 1.0])
+
+
+def test_mutating_an_attribute_of_a_closed_over_object_is_seen():
+    class Cfg:
+        def __init__(self):
+            self.power = 2
+
+    cfg = Cfg()
+    f = stable_jit(lambda x: x**cfg.power)
+    np.testing.assert_array_equal(f(jnp.full(1, 3.0)), [9.0])
+    cfg.power = 3
+    np.testing.assert_array_equal(f(jnp.full(1, 3.0)), [27.0])
+
+
+def test_changing_a_default_is_seen():
+    def f(x, k=2):
+        return x * k
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [2.0])
+    f.__defaults__ = (5,)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [5.0])
+
+
+def test_changing_a_kwdefault_is_seen():
+    def f(x, *, k=2):
+        return x * k
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [2.0])
+    f.__kwdefaults__ = {"k": 4}
+    np.testing.assert_array_equal(g(jnp.ones(1)), [4.0])
+
+
+def test_rebinding_an_attribute_of_a_user_module_is_seen():
+    mod = types.ModuleType("user_config")
+    mod.__file__ = __file__
+    mod.FACTOR = 2.0
+    ns = {"cfg": mod}
+    exec("def f(x):\n    return x * cfg.FACTOR\n", ns)
+    f = stable_jit(ns["f"])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    mod.FACTOR = 3.0
+    np.testing.assert_array_equal(f(jnp.ones(1)), [3.0])
+
+
+def test_replacing_the_code_of_a_function_is_seen():
+    def f(x):
+        return x + 1
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.zeros(1)), [1.0])
+    f.__code__ = (lambda x: x + 2).__code__
+    np.testing.assert_array_equal(g(jnp.zeros(1)), [2.0])
+
+
+def _probe(k):
+    # An array that tells the static values apart: dtype for 1/1.0/True/1j,
+    # the sign of 1/k for -0.0, and the str's type for "1".
+    if isinstance(k, str):
+        return jnp.asarray(-1)
+    if k == 0:
+        return jnp.asarray(np.copysign(1.0, k))
+    return jnp.asarray(k)
+
+
+@pytest.mark.parametrize("a,b", [(1, 1.0), (1, True), (0.0, -0.0), ("1", 1), (1 + 0j, 1.0)])
+def test_equal_but_different_scalars_trace_separately(a, b, traces):
+    def make(k):
+        def f(x):
+            traces()
+            return x + _probe(k)
+
+        return stable_jit(f)
+
+    make(a)(jnp.zeros(1))
+    out = make(b)(jnp.zeros(1))
+    expected = jnp.zeros(1) + _probe(b)
+    assert traces.n == 2
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_nan_constant_hits_itself(traces):
+    def make():
+        k = float("nan")
+
+        def f(x):
+            traces()
+            return x + k
+
+        return stable_jit(f)
+
+    make()(jnp.zeros(1))
+    assert np.isnan(make()(jnp.zeros(1))).all()
+    assert traces.n == 1
+
+
+def test_jax_jit_really_is_stale_here():
+    """The bug we fix, pinned: if jax.jit stops being stale, revisit the docs."""
+    cfg = {"scale": 2}
+    f = jax.jit(lambda x: x * cfg["scale"])
+    f(jnp.ones(1))
+    cfg["scale"] = 3
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])

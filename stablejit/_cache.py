@@ -23,6 +23,12 @@ from ._fingerprint import fingerprint, rebuild
 from ._sinks import Snapshot
 
 _LOCK = threading.RLock()
+
+TRACE_LOCK = threading.RLock()
+"""Held while user code runs at trace time, and while a missed key is
+recomputed: a trace may mutate what keys read (a trace counter), so a key
+computed during another thread's trace could name a state that is never seen
+again. Reentrant, because a trace may call other stablejit functions."""
 CLOCK = itertools.count()
 
 CACHE: dict[Any, Entry] = {}
@@ -33,7 +39,7 @@ _ENTRIES: dict[Entry, None] = {}
 class Entry:
     """One cached computation: a ``jax.jit`` of a canonical function."""
 
-    __slots__ = ("jitted", "ready", "keys", "tag", "traces", "last_used", "lock", "__weakref__")
+    __slots__ = ("jitted", "ready", "keys", "tag", "traces", "last_used", "__weakref__")
 
     def __init__(self, key, tag):
         self.jitted: Callable | None = None
@@ -43,7 +49,6 @@ class Entry:
         self.tag = tag
         self.traces = 0
         self.last_used = next(CLOCK)
-        self.lock = threading.RLock()
 
 
 _ENTRY_CODES: set = set()
@@ -77,11 +82,12 @@ def make_canonical(entry: Entry, name: str, qualname: str, signature) -> Callabl
 
     def canonical(leaves, /, *args, **kwargs):
         fn = current_callable()
-        entry.traces += 1
-        snapshot = Snapshot(fn)
-        out = rebuild(fn, leaves)(*args, **kwargs)
-        if snapshot.commit():
-            _alias_after_trace(entry, fn)
+        with TRACE_LOCK:
+            entry.traces += 1
+            snapshot = Snapshot(fn)
+            out = rebuild(fn, leaves)(*args, **kwargs)
+            if snapshot.commit():
+                _alias_after_trace(entry, fn)
         return out
 
     canonical.__name__ = name

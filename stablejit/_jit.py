@@ -93,6 +93,8 @@ class _Options:
             ins is _UNSPECIFIED or ins is None or isinstance(ins, (tuple, list))
         )
         co = opts["compiler_options"]
+        if co is not None and not isinstance(co, dict):
+            raise TypeError(f"compiler_options must be a dict, got {type(co).__name__}")
         self.key = tuple(
             (
                 k,
@@ -106,8 +108,6 @@ class _Options:
             )
             for k, v in sorted(user.items())
         )
-        if co is not None and not isinstance(co, dict):
-            raise TypeError(f"compiler_options must be a dict, got {type(co).__name__}")
 
     def jit_kwargs(self, n_dynamic: int | None) -> dict:
         """kwargs for ``jax.jit(canonical, ...)``."""
@@ -229,7 +229,7 @@ class StableJitted:
             if ready is not None:
                 entry.last_used = next(CLOCK)
                 return ready(w.leaves, *args, **kwargs)
-        return self._first_call(key, w.leaves, args, kwargs)
+        return self._first_call(args, kwargs)
 
     def _entry(self, key, args):
         fn = self._fun
@@ -248,20 +248,28 @@ class StableJitted:
         return _cache.get_or_create(key, (self._opts.key, _tag(fn)), build)
 
     @_cache.entry_point
-    def _first_call(self, key, leaves, args, kwargs):
-        entry = self._entry(key, args)
-        with entry.lock:  # one trace per key when threads race on a first call
+    def _first_call(self, args, kwargs):
+        with _cache.TRACE_LOCK:
+            # The hot path's key may have been read while another thread's
+            # trace was mutating state (see TRACE_LOCK): read it with none running.
+            key, leaves = self._key(args)
+            entry = self._entry(key, args)
             jitted = entry.jitted
-            out = jitted(leaves, *args, **kwargs)
-            if entry.jitted is jitted:  # not evicted meanwhile
-                entry.ready = jitted
+            if entry.ready is None:
+                # Trace under the lock, so racing first calls trace once; JAX
+                # caches the trace, and the call below compiles outside the lock.
+                jitted.trace(leaves, *args, **kwargs)
+        out = jitted(leaves, *args, **kwargs)
+        if entry.jitted is jitted:  # not evicted meanwhile
+            entry.ready = jitted
         return out
 
     @_cache.entry_point
     def _stage(self, method: str, args, kwargs):
-        key, leaves = self._key(args)
-        entry = self._entry(key, args)
-        return getattr(entry.jitted, method)(leaves, *args, **kwargs), leaves
+        with _cache.TRACE_LOCK:
+            key, leaves = self._key(args)
+            entry = self._entry(key, args)
+            return getattr(entry.jitted, method)(leaves, *args, **kwargs), leaves
 
     def trace(self, *args, **kwargs) -> Staged:
         """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its

@@ -1,0 +1,257 @@
+"""stable_jit mirrors jax.jit's signature and behaviour for the user's arguments."""
+
+import functools
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import stablejit
+from stablejit import stable_jit
+
+
+def test_signature_matches_jax_jit():
+    ours = inspect.signature(stable_jit).parameters
+    theirs = inspect.signature(jax.jit).parameters
+    assert list(ours) == list(theirs)
+    for name, p in theirs.items():
+        assert ours[name].kind == p.kind, name
+        if name != "fun":
+            assert repr(ours[name].default) == repr(p.default) or name.endswith("shardings")
+
+
+def test_decorator_with_and_without_arguments():
+    @stable_jit
+    def f(x):
+        return x + 1
+
+    @stable_jit(static_argnums=1)
+    def g(x, n):
+        return x * n
+
+    np.testing.assert_array_equal(f(jnp.zeros(1)), [1.0])
+    np.testing.assert_array_equal(g(jnp.ones(1), 3), [3.0])
+    assert f.__name__ == "f" and g.__qualname__.endswith("g")
+    assert f.__wrapped__(1) == 2
+
+
+def test_static_argnums_and_argnames_in_the_users_positions(traces):
+    def f(x, n, *, mode):
+        traces()
+        return x * n if mode == "mul" else x + n
+
+    g = stable_jit(f, static_argnums=1, static_argnames="mode")
+    np.testing.assert_array_equal(g(jnp.ones(2), 3, mode="mul"), [3.0, 3.0])
+    np.testing.assert_array_equal(g(jnp.ones(2), 3, mode="mul"), [3.0, 3.0])
+    np.testing.assert_array_equal(g(jnp.ones(2), 3, mode="add"), [4.0, 4.0])
+    np.testing.assert_array_equal(g(jnp.ones(2), 4, mode="add"), [5.0, 5.0])
+    assert traces.n == 3
+
+
+def test_static_argnames_resolves_positional_use(traces):
+    def f(x, n):
+        traces()
+        return x * n
+
+    g = stable_jit(f, static_argnames="n")
+    np.testing.assert_array_equal(g(jnp.ones(1), 2), [2.0])
+    np.testing.assert_array_equal(g(jnp.ones(1), n=2), [2.0])
+    np.testing.assert_array_equal(g(jnp.ones(1), 5), [5.0])
+
+
+def test_negative_static_argnums():
+    g = stable_jit(lambda x, n: x * n, static_argnums=-1)
+    np.testing.assert_array_equal(g(jnp.ones(1), 4), [4.0])
+
+
+def test_donate_argnums_donates_the_users_argument_not_lifted_arrays():
+    w = jnp.ones(3)
+
+    def f(x, y):
+        return x + y + w
+
+    g = stable_jit(f, donate_argnums=0)
+    x = jnp.zeros(3)
+    np.testing.assert_array_equal(g(x, jnp.ones(3)), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(w, np.ones(3))  # lifted array untouched
+    lowered = g.lower(jnp.zeros(3), jnp.ones(3))
+    assert [a.donated for a in jax.tree_util.tree_leaves(lowered.args_info)] == [True, False]
+
+
+def test_donate_argnames():
+    g = stable_jit(lambda x, y: x + y, donate_argnames="y")
+    lowered = g.lower(jnp.zeros(3), y=jnp.ones(3))
+    args, kwargs = lowered.args_info
+    assert not args[0].donated and kwargs["y"].donated
+
+
+def test_in_and_out_shardings():
+    s = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    w = jnp.ones(2)
+    g = stable_jit(lambda x, y: (x + y + w, x), in_shardings=(s, None), out_shardings=s)
+    out = g(jnp.ones(2), jnp.ones(2))
+    np.testing.assert_array_equal(out[0], [3.0, 3.0])
+    assert out[0].sharding == s
+    b = stable_jit(lambda x, y: x + y + w, in_shardings=s)
+    np.testing.assert_array_equal(b(jnp.ones(2), jnp.ones(2)), [3.0, 3.0])
+
+
+def test_keep_unused_inline_and_compiler_options_are_passed_through():
+    g = stable_jit(lambda x, y: x, keep_unused=True, inline=True)
+    np.testing.assert_array_equal(g(jnp.ones(1), jnp.zeros(1)), [1.0])
+    text = g.lower(jnp.ones(1), jnp.zeros(1)).as_text()
+    assert text.count("tensor<1xf32>") >= 2
+    h = stable_jit(lambda x: x * 2, compiler_options={"xla_embed_ir_in_executable": True})
+    np.testing.assert_array_equal(h(jnp.ones(1)), [2.0])
+
+
+def test_lower_compile_and_call_take_the_users_arguments_only():
+    w = jnp.arange(3.0)
+    g = stable_jit(lambda x: x * w)
+    compiled = g.lower(jnp.ones(3)).compile()
+    np.testing.assert_array_equal(compiled(jnp.ones(3)), w)
+    traced = g.trace(jnp.ones(3))
+    np.testing.assert_array_equal(traced.lower().compile()(jnp.full(3, 2.0)), w * 2)
+    args, kwargs = traced.lower().args_info
+    assert len(args) == 1 and kwargs == {}
+
+
+def test_eval_shape():
+    g = stable_jit(lambda x: jnp.concatenate([x, x]))
+    out = g.eval_shape(jax.ShapeDtypeStruct((3,), jnp.float16))
+    assert out.shape == (6,) and out.dtype == jnp.float16
+
+
+def test_clear_cache_drops_every_redefinition(traces):
+    def make():
+        def f(x):
+            traces()
+            return x
+
+        return stable_jit(f)
+
+    make()(jnp.ones(1))
+    make().clear_cache()
+    make()(jnp.ones(1))
+    assert traces.n == 2
+
+
+def test_works_with_any_callable_object():
+    class Affine:
+        def __init__(self, a):
+            self.a = a
+
+        def __call__(self, x):
+            return self.a * x
+
+    np.testing.assert_array_equal(stable_jit(Affine(jnp.full(1, 2.0)))(jnp.ones(1)), [2.0])
+
+
+def test_kwargs_and_pytree_arguments():
+    g = stable_jit(lambda d, *, scale: {"y": d["x"] * scale})
+    out = g({"x": jnp.ones(2)}, scale=jnp.asarray(3.0))
+    np.testing.assert_array_equal(out["y"], [3.0, 3.0])
+
+
+@pytest.mark.parametrize("bad", [3, "f", jnp.ones(2)])
+def test_non_callable_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="callable"):
+        stable_jit(bad)
+
+
+def test_generator_function_is_refused():
+    def gen(x):
+        yield x
+
+    with pytest.raises(TypeError, match="generator"):
+        stable_jit(gen)
+
+
+def test_coroutine_function_is_refused():
+    async def co(x):
+        return x
+
+    with pytest.raises(TypeError, match="coroutine"):
+        stable_jit(co)
+
+
+def test_unknown_option_is_a_type_error():
+    with pytest.raises(TypeError):
+        stable_jit(lambda x: x, static_argnumz=1)
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"static_argnums": "0"},
+        {"static_argnames": 0},
+        {"donate_argnums": 1.5},
+        {"compiler_options": 3},
+    ],
+)
+def test_bad_option_values_name_the_option(opts):
+    with pytest.raises(TypeError, match=next(iter(opts))):
+        stable_jit(lambda x: x, **opts)
+
+
+def test_nonlocal_write_to_a_lifted_array_is_refused():
+    w = jnp.ones(2)
+
+    def f(x):
+        nonlocal w
+        w = w + x
+        return w
+
+    with pytest.raises(TypeError, match="nonlocal"):
+        stable_jit(f)(jnp.ones(2))
+
+
+def test_nonlocal_write_to_a_static_value_keeps_python_semantics():
+    calls = 0
+
+    def f(x):
+        nonlocal calls
+        calls += 1
+        return x
+
+    g = stable_jit(f)
+    g(jnp.ones(1))
+    g(jnp.ones(1))
+    assert calls == 1  # like jax.jit: the body runs once, at trace time
+
+
+def test_global_write_with_lifted_global_arrays_is_refused():
+    ns = {"W": jnp.ones(1)}
+    exec("def f(x):\n    global W\n    W = W + x\n    return W\n", ns)
+    with pytest.raises(TypeError, match="assigns the globals"):
+        stable_jit(ns["f"])(jnp.ones(1))
+
+
+def test_trace_time_errors_propagate_and_do_not_poison_the_cache():
+    box = {"fail": True}
+
+    def f(x):
+        if box["fail"]:
+            raise ValueError("user error")
+        return x
+
+    g = stable_jit(f)
+    with pytest.raises(ValueError, match="user error"):
+        g(jnp.ones(1))
+    box["fail"] = False
+    np.testing.assert_array_equal(g(jnp.ones(1)), [1.0])
+
+
+def test_config_cache_size_validates():
+    with pytest.raises(ValueError, match="cache_size"):
+        stablejit.config.cache_size = 0
+    with pytest.raises(TypeError, match="cache_size"):
+        stablejit.config.cache_size = "big"
+
+
+def test_partial_of_stable_jit_decorator_factory():
+    deco = functools.partial(stable_jit, static_argnums=0)
+    g = deco(lambda n, x: x * n)
+    np.testing.assert_array_equal(g(3, jnp.ones(1)), [3.0])

@@ -63,7 +63,10 @@ def main():
     # Each call is synchronised, as a caller using the result would be.
     fast = 2000
     variants = {
-        name: ((lambda f=f: f(a).block_until_ready()), 3 if "nested" in name and "jax" in name else fast)
+        name: (
+            (lambda f=f: f(a).block_until_ready()),
+            3 if "nested" in name and "jax" in name else fast,
+        )
         for name, f in outers.items()
     }
     timings = _harness.interleaved(variants, args.rounds)

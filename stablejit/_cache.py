@@ -1,6 +1,6 @@
 """The cache: static key → one long-lived ``jax.jit`` of a canonical function.
 
-The canonical function takes the lifted leaves as its first argument, rebuilds
+The canonical function takes the lifted leaves as its first arguments, rebuilds
 the user's callable around them (at trace time only) and calls it. One
 ``jax.jit`` object per entry means JAX's own C++ fast path serves every later
 call; constructing ``jax.jit`` per call would cost ~0.2 ms.
@@ -77,15 +77,19 @@ def current_callable():
     )
 
 
-def make_canonical(entry: Entry, name: str, qualname: str, signature) -> Callable:
-    """The function jitted for ``entry``: rebuilds the callable and calls it."""
+def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signature) -> Callable:
+    """The function jitted for ``entry``: rebuilds the callable and calls it.
 
-    def canonical(leaves, /, *args, **kwargs):
+    Its first ``n_leaves`` arguments are the lifted leaves (a key fixes how
+    many): as plain top-level arrays they cost JAX's dispatch nothing extra.
+    """
+
+    def canonical(*args, **kwargs):
         fn = current_callable()
         with TRACE_LOCK:
             entry.traces += 1
             snapshot = Snapshot(fn)
-            out = rebuild(fn, leaves)(*args, **kwargs)
+            out = rebuild(fn, args[:n_leaves])(*args[n_leaves:], **kwargs)
             if snapshot.commit():
                 _alias_after_trace(entry, fn)
         return out

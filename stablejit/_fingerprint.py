@@ -38,13 +38,38 @@ class KeyWalker:
         return (KEYS.get(type(v)) or _key_of(v))(self, v)
 
     def enter(self, v) -> tuple | None:
-        """Called by kinds that can form cycles: a back reference, or None."""
+        """Called by kinds that can form cycles: a back reference, or None.
+
+        Kinds on the hot path inline this; subclasses that watch visits
+        therefore watch ``seen`` (see :class:`Visits`), not this method.
+        """
         seen = self.seen
         ref = seen.get(id(v))
         if ref is not None:
             return ("ref", ref)
         seen[id(v)] = len(seen)
         return None
+
+
+class Visits(dict):
+    """A ``seen`` table that reports first visits and back references."""
+
+    __slots__ = ("on_first", "on_ref")
+
+    def __init__(self, on_first, on_ref):
+        super().__init__()
+        self.on_first = on_first
+        self.on_ref = on_ref
+
+    def get(self, k, default=None):
+        ref = super().get(k, default)
+        if ref is not None:
+            self.on_ref(ref)
+        return ref
+
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v)
+        self.on_first(k)
 
 
 def fingerprint(fn: Any) -> tuple[Any, list]:
@@ -72,6 +97,7 @@ class Plan(KeyWalker):
         self._visit_of: list[int] = []  # cyclic node number -> visit index
         self._refs: list[tuple[int, int]] = []
         self._cur = -1
+        self.seen = Visits(self._on_first, self._on_ref)
         self.walk(fn)
         self._propagate()
         self.children: list[list[int]] = [[] for _ in self.parent]
@@ -95,14 +121,12 @@ class Plan(KeyWalker):
             if len(self.leaves) > n_leaves:
                 self._mark(i)
 
-    def enter(self, v):
-        ref = super().enter(v)
-        if ref is None:
-            self._visit_of.append(self._cur)
-        else:
-            self.is_ref[self._cur] = True
-            self._refs.append((self._cur, self._visit_of[ref[1]]))
-        return ref
+    def _on_first(self, _):
+        self._visit_of.append(self._cur)
+
+    def _on_ref(self, ref):
+        self.is_ref[self._cur] = True
+        self._refs.append((self._cur, self._visit_of[ref]))
 
     def _mark(self, i):
         has_leaf, parent = self.has_leaf, self.parent

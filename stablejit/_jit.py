@@ -12,6 +12,7 @@ import jax
 
 from . import _cache
 from ._cache import CACHE, CLOCK
+from ._code import _INFO as _CODE_INFO
 from ._code import code_info
 from ._fingerprint import KeyWalker
 from ._kinds import Kind, register_kind
@@ -67,10 +68,10 @@ def _hashable(tree) -> Any:
     return (treedef, tuple(leaves))
 
 
-def _shift(nums: tuple[int, ...]) -> tuple[int, ...]:
-    # The canonical function takes the leaves first; negative indices count
+def _shift(nums: tuple[int, ...], n: int) -> tuple[int, ...]:
+    # The canonical function takes the n leaves first; negative indices count
     # from the end and are unaffected.
-    return tuple(i + 1 if i >= 0 else i for i in nums)
+    return tuple(i + n if i >= 0 else i for i in nums)
 
 
 class _Options:
@@ -109,16 +110,18 @@ class _Options:
             for k, v in sorted(user.items())
         )
 
-    def jit_kwargs(self, n_dynamic: int | None) -> dict:
-        """kwargs for ``jax.jit(canonical, ...)``."""
+    def jit_kwargs(self, n_leaves: int, n_dynamic: int | None) -> dict:
+        """kwargs for ``jax.jit(canonical, ...)``, whose first ``n_leaves``
+        arguments are the lifted leaves."""
         out = {}
         for k, v in self.user.items():
             if k in ("static_argnums", "donate_argnums"):
-                v = _shift(_index_tuple(k, v))
+                v = _shift(_index_tuple(k, v), n_leaves)
             elif k == "in_shardings":
                 if v is _UNSPECIFIED or v is None:
                     continue
-                v = (None, *v) if isinstance(v, (tuple, list)) else (None,) + (v,) * n_dynamic
+                user = tuple(v) if isinstance(v, (tuple, list)) else (v,) * n_dynamic
+                v = (None,) * n_leaves + user
             elif v is _UNSPECIFIED:
                 continue
             out[k] = v
@@ -143,6 +146,10 @@ def _options(kwargs: dict) -> _Options:
 
 
 def _check_callable(fun) -> None:
+    if type(fun) is types.FunctionType:
+        code = fun.__code__
+        if not (_CODE_INFO.get(id(code)) or code_info(code)).is_generator:
+            return
     if not callable(fun):
         raise TypeError(f"stable_jit expects a callable, got {type(fun).__name__}: {fun!r}")
     target = fun.__func__ if isinstance(fun, types.MethodType) else fun
@@ -155,14 +162,17 @@ def _check_callable(fun) -> None:
         )
 
 
-def _signature(fn):
+def _signature(fn, n_leaves: int):
+    """``fn``'s signature behind ``n_leaves`` positional-only leaf parameters
+    (JAX resolves ``static_argnames`` through it)."""
     try:
         sig = inspect.signature(fn)
     except Exception:  # noqa: BLE001 - inspect runs user __eq__ on callable objects
         return None
-    leaves = inspect.Parameter("__stablejit_leaves__", inspect.Parameter.POSITIONAL_ONLY)
+    kind = inspect.Parameter.POSITIONAL_ONLY
+    leaves = [inspect.Parameter(f"__stablejit_leaf{i}__", kind) for i in range(n_leaves)]
     try:
-        return sig.replace(parameters=[leaves, *sig.parameters.values()])
+        return sig.replace(parameters=[*leaves, *sig.parameters.values()])
     except ValueError:
         return None
 
@@ -228,10 +238,10 @@ class StableJitted:
             ready = entry.ready
             if ready is not None:
                 entry.last_used = next(CLOCK)
-                return ready(w.leaves, *args, **kwargs)
+                return ready(*w.leaves, *args, **kwargs)
         return self._first_call(args, kwargs)
 
-    def _entry(self, key, args):
+    def _entry(self, key, leaves, args):
         fn = self._fun
 
         def build(entry):
@@ -240,10 +250,15 @@ class StableJitted:
                 n = len(args)
                 n_dynamic = n - sum(1 for i in self._opts.static_argnums if -n <= i < n)
             name = getattr(fn, "__name__", type(fn).__name__)
+            n_leaves = len(leaves)
             canonical = _cache.make_canonical(
-                entry, name, getattr(fn, "__qualname__", name), _signature(fn)
+                entry,
+                n_leaves,
+                name,
+                getattr(fn, "__qualname__", name),
+                _signature(fn, n_leaves),
             )
-            return jax.jit(canonical, **self._opts.jit_kwargs(n_dynamic))
+            return jax.jit(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
 
         return _cache.get_or_create(key, (self._opts.key, _tag(fn)), build)
 
@@ -253,13 +268,13 @@ class StableJitted:
             # The hot path's key may have been read while another thread's
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             key, leaves = self._key(args)
-            entry = self._entry(key, args)
+            entry = self._entry(key, leaves, args)
             jitted = entry.jitted
             if entry.ready is None:
                 # Trace under the lock, so racing first calls trace once; JAX
                 # caches the trace, and the call below compiles outside the lock.
-                jitted.trace(leaves, *args, **kwargs)
-        out = jitted(leaves, *args, **kwargs)
+                jitted.trace(*leaves, *args, **kwargs)
+        out = jitted(*leaves, *args, **kwargs)
         if entry.jitted is jitted:  # not evicted meanwhile
             entry.ready = jitted
         return out
@@ -268,8 +283,8 @@ class StableJitted:
     def _stage(self, method: str, args, kwargs):
         with _cache.TRACE_LOCK:
             key, leaves = self._key(args)
-            entry = self._entry(key, args)
-            return getattr(entry.jitted, method)(leaves, *args, **kwargs), leaves
+            entry = self._entry(key, leaves, args)
+            return getattr(entry.jitted, method)(*leaves, *args, **kwargs), leaves
 
     def trace(self, *args, **kwargs) -> Staged:
         """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
@@ -309,12 +324,12 @@ class Staged:
         return Staged(self._stage.compile(*args, **kwargs), self._leaves)
 
     def __call__(self, *args, **kwargs):
-        return self._stage(self._leaves, *args, **kwargs)
+        return self._stage(*self._leaves, *args, **kwargs)
 
     @property
     def args_info(self):
         args, kwargs = self._stage.args_info
-        return args[1:], kwargs
+        return args[len(self._leaves) :], kwargs
 
     def __getattr__(self, name):
         return getattr(self._stage, name)
@@ -386,6 +401,24 @@ def stable_jit(
         >>> outer(jnp.ones(3))
         Array([2., 2., 2.], dtype=float32)
     """
+    if (
+        fun is not None
+        and in_shardings is _UNSPECIFIED
+        and out_shardings is _UNSPECIFIED
+        and static_argnums is None
+        and static_argnames is None
+        and donate_argnums is None
+        and donate_argnames is None
+        and keep_unused is False
+        and device is None
+        and backend is None
+        and inline is False
+        and compiler_options is None
+    ):
+        # The common call, made on every call of a function that defines its
+        # jitted function inside: kept cheap.
+        _check_callable(fun)
+        return StableJitted(fun, _DEFAULT_OPTIONS)
     kwargs = {
         k: v
         for k, v in (

@@ -171,11 +171,11 @@ class _List(Kind):
     cyclic = True
 
     def key(self, w, v):
+        if w.sinks and sink_names(w.sinks, v) is not False:
+            return SINK  # so never rebuilt: the traced function appends to the original
         ref = w.enter(v)
         if ref is not None:
             return ref
-        if w.sinks and sink_names(w.sinks, v) is not False:
-            return SINK  # so never rebuilt: the traced function appends to the original
         walk = w.walk
         return (list, tuple([walk(x) for x in v]))
 
@@ -286,9 +286,12 @@ class _Function(Kind):
     cyclic = True
 
     def key(self, w, fn):
-        ref = w.enter(fn)
+        # w.enter(fn), inlined: this is the hot path of every call.
+        seen = w.seen
+        ref = seen.get(id(fn))
         if ref is not None:
-            return ref
+            return ("ref", ref)
+        seen[id(fn)] = len(seen)
         code = fn.__code__
         info = _CODE_INFO.get(id(code)) or code_info(code)
         if info.library and fn.__closure__ is None and "<locals>" not in fn.__qualname__:

@@ -57,25 +57,32 @@ class Snapshot:
     """The contents of the mutable state reachable from ``fn``, before a trace."""
 
     def __init__(self, fn):
-        from ._fingerprint import KeyWalker
+        from ._fingerprint import KeyWalker, Visits
 
         parts: list[tuple[object, tuple | None]] = []
+        current = [None]  # the value being walked: the one a first visit is of
+
+        def on_first(_):
+            v = current[0]
+            if isinstance(v, (list, dict)):
+                parts.append((v, None))
+            elif isinstance(v, types.FunctionType):
+                parts.extend((cell, None) for cell in v.__closure__ or ())
+                parts.append((v.__globals__, code_info(v.__code__).global_names))
 
         class _Recorder(KeyWalker):
             __slots__ = ()
 
-            def enter(self, v):
-                ref = super().enter(v)
-                if ref is None:
-                    if isinstance(v, (list, dict)):
-                        parts.append((v, None))
-                    elif isinstance(v, types.FunctionType):
-                        parts.extend((cell, None) for cell in v.__closure__ or ())
-                        names = code_info(v.__code__).global_names
-                        parts.append((v.__globals__, names))
-                return ref
+            def walk(self, v):
+                outer, current[0] = current[0], v
+                try:
+                    return super().walk(v)
+                finally:
+                    current[0] = outer
 
-        _Recorder().walk(fn)
+        w = _Recorder()
+        w.seen = Visits(on_first, lambda ref: None)
+        w.walk(fn)
         self._parts = parts
         self._before = [_contents(obj, names) for obj, names in parts]
 

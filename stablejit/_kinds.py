@@ -213,6 +213,37 @@ class _Dict(Kind):
         return new
 
 
+class _Subclass(Kind):
+    """Subclasses of list, dict and tuple that are not pytrees (``Counter``):
+    their type by identity, their items as the base kind's, their ``__dict__``."""
+
+    name = "container subclass"
+
+    def __init__(self, cls, base: Kind):
+        self.base = base
+        self.new = cls.__new__
+        self.cyclic = base.cyclic
+        self.has_dict = any("__dict__" in c.__dict__ for c in cls.__mro__)
+
+    def key(self, w, v):
+        d = object.__getattribute__(v, "__dict__") if self.has_dict else None
+        return (IdRef(type(v)), self.base.key(w, v), w.walk(d) if d else None)
+
+    def rebuild(self, r, v, i):
+        cls = type(v)
+        items = self.base.rebuild(r, v, i)
+        new = self.new(cls, items) if isinstance(items, tuple) else self.new(cls)
+        if isinstance(items, list):
+            new.extend(items)
+        elif isinstance(items, dict):
+            new.update(items)
+        r.memo[id(v)] = new
+        d = object.__getattribute__(v, "__dict__") if self.has_dict else None
+        if d:
+            object.__getattribute__(new, "__dict__").update(r.walk(d))
+        return new
+
+
 def _flatten_one_level(v):
     children, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda x: x is not v)
     return children, treedef
@@ -719,6 +750,9 @@ def classify(v: Any) -> Kind:
         kind = _PYTREE
     elif issubclass(cls, (int, str, bytes)):
         kind = _Scalar()
+    elif issubclass(cls, (list, dict, tuple)):
+        base = list if issubclass(cls, list) else dict if issubclass(cls, dict) else tuple
+        kind = _Subclass(cls, TABLE[base])
     elif hasattr(v, "__dict__") or _slot_names(cls):
         kind = _Object(cls)
     else:

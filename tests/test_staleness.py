@@ -204,3 +204,28 @@ def test_jax_jit_really_is_stale_here():
     f(jnp.ones(1))
     cfg["scale"] = 3
     np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+
+
+def test_mutating_a_closed_over_counter_or_container_subclass_is_seen():
+    import collections
+
+    class Layers(list):
+        pass
+
+    counts = collections.Counter(steps=2)
+    layers = Layers([1.0, 2.0])
+    layers.scale = 1.0
+
+    def f(x):
+        for s in layers:
+            x = x * s
+        return x * counts["steps"] * layers.scale
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [4.0])
+    counts["steps"] = 3
+    np.testing.assert_array_equal(g(jnp.ones(1)), [6.0])
+    layers.append(jnp.full(1, 5.0))
+    np.testing.assert_array_equal(g(jnp.ones(1)), [30.0])
+    layers.scale = 0.5
+    np.testing.assert_array_equal(g(jnp.ones(1)), [15.0])

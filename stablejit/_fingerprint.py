@@ -28,6 +28,10 @@ class KeyWalker:
 
     __slots__ = ("leaves", "seen", "sinks")
 
+    exact = True
+    """Whether this walk only needs the key and leaves, so that kinds may
+    take shortcuts; walks that watch each visit set it False."""
+
     def __init__(self):
         self.leaves: list = []
         self.seen: dict[int, int] = {}
@@ -87,6 +91,8 @@ class Plan(KeyWalker):
     """
 
     __slots__ = ("has_leaf", "end", "parent", "children", "is_ref", "_visit_of", "_cur", "_refs")
+
+    exact = False
 
     def __init__(self, fn):
         super().__init__()

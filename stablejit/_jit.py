@@ -10,10 +10,10 @@ from typing import Any
 
 import jax
 
-from . import _cache
+from . import _cache, _sinks
 from ._cache import CACHE, CLOCK
+from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
-from ._code import code_info
 from ._fingerprint import KeyWalker
 from ._kinds import Kind, register_kind
 
@@ -146,10 +146,6 @@ def _options(kwargs: dict) -> _Options:
 
 
 def _check_callable(fun) -> None:
-    if type(fun) is types.FunctionType:
-        code = fun.__code__
-        if not (_CODE_INFO.get(id(code)) or code_info(code)).is_generator:
-            return
     if not callable(fun):
         raise TypeError(f"stable_jit expects a callable, got {type(fun).__name__}: {fun!r}")
     target = fun.__func__ if isinstance(fun, types.MethodType) else fun
@@ -226,9 +222,24 @@ class StableJitted:
 
     @_cache.entry_point
     def __call__(self, *args, **kwargs):
-        w = KeyWalker()
-        fkey = w.walk(self._fun)
+        fn = self._fun
         opts = self._opts
+        if type(fn) is types.FunctionType:
+            # A redefined closure whose children are all immutable values or
+            # arrays: re-check them by identity and go straight to its entry
+            # (see _kinds._FastPath); the full walk below is the general case.
+            info = _CODE_INFO.get(id(fn.__code__))
+            fast = info and info.fast[0]
+            if fast is not None:
+                entry = fast.entries.get(opts)
+                if entry is not None:
+                    ready = entry.ready
+                    leaves = []
+                    if ready is not None and fast.match(fn, leaves, _sinks.SINKS) is not None:
+                        entry.last_used = next(CLOCK)
+                        return ready(*leaves, *args, **kwargs)
+        w = KeyWalker()
+        fkey = w.walk(fn)
         if opts.broadcast_in_shardings:
             key = (opts.key, len(args), fkey)
         else:
@@ -238,6 +249,10 @@ class StableJitted:
             ready = entry.ready
             if ready is not None:
                 entry.last_used = next(CLOCK)
+                if type(fn) is types.FunctionType and not opts.broadcast_in_shardings:
+                    fast = _CODE_INFO[id(fn.__code__)].fast[0]
+                    if fast is not None and fast.key is fkey:
+                        fast.entries[opts] = entry
                 return ready(*w.leaves, *args, **kwargs)
         return self._first_call(args, kwargs)
 
@@ -417,7 +432,8 @@ def stable_jit(
     ):
         # The common call, made on every call of a function that defines its
         # jitted function inside: kept cheap.
-        _check_callable(fun)
+        if type(fun) is not types.FunctionType or fun.__code__.co_flags & _GENERATOR_FLAGS:
+            _check_callable(fun)
         return StableJitted(fun, _DEFAULT_OPTIONS)
     kwargs = {
         k: v

@@ -325,6 +325,11 @@ class _Function(Kind):
         seen[id(fn)] = len(seen)
         code = fn.__code__
         info = _CODE_INFO.get(id(code)) or code_info(code)
+        fast = info.fast[0]
+        if fast is not None and w.exact:
+            key = fast.match(fn, w.leaves, w.sinks)
+            if key is not None:
+                return key
         if info.library and fn.__closure__ is None and "<locals>" not in fn.__qualname__:
             return fn
         walk = w.walk
@@ -366,7 +371,7 @@ class _Function(Kind):
         else:
             ckeys = tuple([walk(_cell_value(c)) for c in closure])
         d = fn.__dict__
-        return (
+        key = (
             info.digest,
             defaults,
             kwdefaults,
@@ -374,6 +379,9 @@ class _Function(Kind):
             ckeys,
             walk(d) if d else None,
         )
+        if w.exact and not d and len(gkeys) == len(info.global_names):
+            info.fast[0] = _FastPath.build(fn, info, sinks, gskip, gkeys, ckeys, key)
+        return key
 
     def rebuild(self, r, fn, i):
         code = fn.__code__
@@ -458,6 +466,116 @@ class _Function(Kind):
         if fn.__dict__:
             new.__dict__.update(walk(fn.__dict__))
         return new
+
+
+_LEAF_SLOT = type("LeafSlot", (), {"__repr__": lambda self: "<leaf slot>"})()
+_ATOM_TYPES = frozenset({int, bool, float, complex, str, bytes, type(None)})
+
+
+class _FastPath:
+    """The last key of functions with one code object, and how to re-check it.
+
+    A nested function is redefined on every call with, typically, the same
+    globals dict and the same immutable values (ints, modules, library
+    functions, side-channel lists) in its globals and cells, and new arrays.
+    When every child of the function is such a value, the previous key stands
+    as long as each is the very same object (immutable, so equal) or again an
+    array (keyed as a leaf whatever its value), and the side channels are the
+    same version: checking that by identity is much cheaper than a walk. Any
+    other function, or any difference, takes the full walk.
+    """
+
+    __slots__ = (
+        "g",
+        "b",
+        "sinks",
+        "defaults",
+        "kwdefaults",
+        "globals",
+        "cells",
+        "key",
+        "entries",
+    )
+
+    @classmethod
+    def build(cls, fn, info, sinks, gskip, gkeys, ckeys, key):
+        """A fast path for ``fn``'s code, or None if ``fn`` has other children."""
+        for d in (fn.__defaults__, fn.__kwdefaults__):
+            values = d.values() if isinstance(d, dict) else d or ()
+            if any(type(v) not in _ATOM_TYPES for v in values):
+                return None
+        g, b = fn.__globals__, fn.__builtins__
+        checks = []
+        for name, k in zip(info.global_names, gkeys, strict=True):
+            if gskip and name in gskip:
+                continue
+            v = g.get(name, MISSING)
+            if v is MISSING:
+                v = b.get(name, MISSING)
+            slot = cls._slot(v, k)
+            if slot is None:
+                return None
+            checks.append((name, slot))
+        cells = []
+        for c, k in zip(fn.__closure__ or (), ckeys, strict=True):
+            if k is SINK:  # a sink is this very cell, which a redefinition replaces
+                return None
+            slot = cls._slot(_cell_value(c), k)
+            if slot is None:
+                return None
+            cells.append(slot)
+        self = cls()
+        self.g, self.b, self.sinks = g, b, sinks
+        self.defaults, self.kwdefaults = fn.__defaults__, fn.__kwdefaults__
+        self.globals, self.cells, self.key = tuple(checks), tuple(cells), key
+        # Cache entries of ``key``, per stable_jit options: lets a call skip
+        # hashing the key (see StableJitted.__call__).
+        self.entries = {}
+        return self
+
+    @staticmethod
+    def _slot(v, k):
+        """What a later value must be: ``v`` itself, any array, or None (no fast path)."""
+        if k is LEAF:
+            return _LEAF_SLOT
+        if k is SINK or k is v or type(v) in _ATOM_TYPES:
+            return v
+        kind = TABLE.get(type(v))
+        return v if kind is _IDENTITY or kind is _IDENTITY_REF or kind is _VALUE else None
+
+    def match(self, fn, leaves, sinks):
+        """``fn``'s key if the checks hold (its leaves appended to ``leaves``), else None."""
+        if (
+            fn.__globals__ is not self.g
+            or fn.__builtins__ is not self.b
+            or sinks is not self.sinks
+            or fn.__defaults__ is not self.defaults
+            or fn.__kwdefaults__ is not self.kwdefaults
+            or fn.__dict__
+        ):
+            return None
+        n = len(leaves)
+        g = self.g
+        for name, expected in self.globals:
+            v = g.get(name, MISSING)
+            if v is MISSING:
+                v = self.b.get(name, MISSING)
+            if v is not expected:
+                if expected is not _LEAF_SLOT or TABLE.get(type(v)) is not _LEAF:
+                    del leaves[n:]
+                    return None
+                leaves.append(v)
+        for cell, expected in zip(fn.__closure__ or (), self.cells, strict=True):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                v = MISSING
+            if v is not expected:
+                if expected is not _LEAF_SLOT or TABLE.get(type(v)) is not _LEAF:
+                    del leaves[n:]
+                    return None
+                leaves.append(v)
+        return self.key
 
 
 def _patched_module(mod, path, value):

@@ -72,6 +72,7 @@ class Snapshot:
 
         class _Recorder(KeyWalker):
             __slots__ = ()
+            exact = False
 
             def walk(self, v):
                 outer, current[0] = current[0], v

@@ -229,3 +229,45 @@ def test_mutating_a_closed_over_counter_or_container_subclass_is_seen():
     np.testing.assert_array_equal(g(jnp.ones(1)), [30.0])
     layers.scale = 0.5
     np.testing.assert_array_equal(g(jnp.ones(1)), [15.0])
+
+
+def test_a_closed_over_value_switching_kind_between_calls_is_seen(traces):
+    def outer(v):
+        def inner(x):
+            traces()
+            return x + (sum(v) if isinstance(v, list) else v)
+
+        return stable_jit(inner)(jnp.zeros(2))
+
+    for v, expected in [
+        (jnp.ones(2), 1.0),
+        (jnp.ones(2) * 2, 2.0),
+        (3, 3.0),
+        (jnp.ones(2) * 4, 4.0),
+        ([jnp.ones(2), jnp.ones(2)], 2.0),
+        (5, 5.0),
+        (np.full(2, 6.0, np.float32), 6.0),
+    ]:
+        np.testing.assert_array_equal(outer(v), [expected, expected])
+    assert traces.n == 4  # array (numpy too: same shape and dtype), 3, list of arrays, 5
+
+
+def test_shadowing_a_builtin_with_a_global_is_seen():
+    ns = {}
+    exec("def f(x):\n    return x * abs(-2)\n", ns)
+    f = stable_jit(ns["f"])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    ns["abs"] = lambda v: 10
+    np.testing.assert_array_equal(f(jnp.ones(1)), [10.0])
+
+
+def test_setting_a_function_attribute_is_seen():
+    def f(x):
+        return x * getattr(f, "scale", 1)
+
+    g = stable_jit(f)
+    np.testing.assert_array_equal(g(jnp.ones(1)), [1.0])
+    np.testing.assert_array_equal(g(jnp.ones(1)), [1.0])
+    f.scale = 4
+    np.testing.assert_array_equal(g(jnp.ones(1)), [4.0])

@@ -18,6 +18,7 @@ from ._fingerprint import KeyWalker
 from ._kinds import Kind, register_kind
 
 _UNSPECIFIED = object()
+_FunctionType = types.FunctionType
 _JIT_DEFAULTS = {
     "in_shardings": _UNSPECIFIED,
     "out_shardings": _UNSPECIFIED,
@@ -224,7 +225,7 @@ class StableJitted:
     def __call__(self, *args, **kwargs):
         fn = self._fun
         opts = self._opts
-        if type(fn) is types.FunctionType:
+        if type(fn) is _FunctionType:
             # A redefined closure whose children are all immutable values or
             # arrays: re-check them by identity and go straight to its entry
             # (see _kinds._FastPath); the full walk below is the general case.
@@ -237,7 +238,9 @@ class StableJitted:
                     leaves = []
                     if ready is not None and fast.match(fn, leaves, _sinks.SINKS) is not None:
                         entry.last_used = next(CLOCK)
-                        return ready(*leaves, *args, **kwargs)
+                        if leaves:
+                            return ready(*leaves, *args, **kwargs)
+                        return ready(*args, **kwargs)
         w = KeyWalker()
         fkey = w.walk(fn)
         if opts.broadcast_in_shardings:

@@ -565,9 +565,13 @@ class _FastPath:
                     del leaves[n:]
                     return None
                 leaves.append(v)
-        for cell, expected in zip(fn.__closure__ or (), self.cells, strict=True):
+        cells = self.cells
+        if not cells:  # (a zip here would cost more than everything above)
+            return self.key
+        closure = fn.__closure__
+        for i, expected in enumerate(cells):
             try:
-                v = cell.cell_contents
+                v = closure[i].cell_contents
             except ValueError:
                 v = MISSING
             if v is not expected:

@@ -472,6 +472,16 @@ _LEAF_SLOT = type("LeafSlot", (), {"__repr__": lambda self: "<leaf slot>"})()
 _ATOM_TYPES = frozenset({int, bool, float, complex, str, bytes, type(None)})
 
 
+def _same_atom(v, expected) -> bool:
+    """Whether ``v`` has the key of the atom ``expected`` (an equal scalar
+    computed anew, such as a learning rate, is another object)."""
+    t = type(expected)
+    if type(v) is not t or t not in _ATOM_TYPES:
+        return False
+    # repr tells -0.0 from 0.0 and makes NaN equal itself, as the key does.
+    return repr(v) == repr(expected) if t is float or t is complex else v == expected
+
+
 class _FastPath:
     """The last key of functions with one code object, and how to re-check it.
 
@@ -561,10 +571,11 @@ class _FastPath:
             if v is MISSING:
                 v = self.b.get(name, MISSING)
             if v is not expected:
-                if expected is not _LEAF_SLOT or TABLE.get(type(v)) is not _LEAF:
+                if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
+                    leaves.append(v)
+                elif not _same_atom(v, expected):
                     del leaves[n:]
                     return None
-                leaves.append(v)
         cells = self.cells
         if not cells:  # (a zip here would cost more than everything above)
             return self.key
@@ -575,10 +586,11 @@ class _FastPath:
             except ValueError:
                 v = MISSING
             if v is not expected:
-                if expected is not _LEAF_SLOT or TABLE.get(type(v)) is not _LEAF:
+                if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
+                    leaves.append(v)
+                elif not _same_atom(v, expected):
                     del leaves[n:]
                     return None
-                leaves.append(v)
         return self.key
 
 

@@ -98,3 +98,19 @@ def test_same_source_with_different_code_does_not_hit(traces):
     np.testing.assert_array_equal(stable_jit(f1)(jnp.zeros(1)), [1.0])
     np.testing.assert_array_equal(stable_jit(f2)(jnp.zeros(1)), [-1.0])
     assert traces.n == 2
+
+
+def test_equal_scalars_computed_anew_each_call_hit(traces):
+    def outer(x, lr):
+        def inner(x):
+            traces()
+            return x * lr
+
+        return stable_jit(inner)(x)
+
+    for i in range(4):
+        lr = float(f"0.{1 + i % 2}")  # a new float object each call
+        np.testing.assert_allclose(outer(jnp.ones(1), lr), [lr])
+    assert traces.n == 2
+    np.testing.assert_array_equal(1 / outer(jnp.ones(1), float("-0.0")), [-np.inf])
+    np.testing.assert_array_equal(1 / outer(jnp.ones(1), abs(float("-0.0"))), [np.inf])

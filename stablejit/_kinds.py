@@ -36,7 +36,7 @@ from jax.extend import core as _ext_core
 from ._code import _INFO as _CODE_INFO
 from ._code import code_info, is_library_file
 from ._idref import IdRef
-from ._sinks import SINK, sink_names
+from ._sinks import SINK
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 """Key of an unbound global or an empty cell."""
@@ -79,6 +79,16 @@ class _Scalar(Kind):
 
     def key(self, w, v):
         return (type(v), v)
+
+
+class _Str(Kind):
+    """Strings are their own key: no other kind's key is a ``str``, and
+    dict keys and names, the commonest values of all, then cost nothing."""
+
+    name = "str"
+
+    def key(self, w, v):
+        return v
 
 
 class _Float(Kind):
@@ -154,12 +164,45 @@ class _Set(Kind):
 # ---------------------------------------------------------------- containers
 
 
+def _keys(w, values) -> tuple:
+    """The keys of ``values``, in order, as ``w.walk`` gives them.
+
+    Strings and arrays, most of what a pytree of parameters holds, are keyed
+    inline when only the key is wanted; walks that watch every visit
+    (``not w.exact``) take ``w.walk`` for each.
+    """
+    walk = w.walk
+    if not w.exact:
+        return tuple([walk(x) for x in values])
+    leaves = w.leaves
+    out = []
+    for x in values:
+        t = type(x)
+        if t is str:
+            out.append(x)
+        elif TABLE.get(t) is _LEAF:
+            leaves.append(x)
+            out.append(LEAF)
+        else:
+            out.append(walk(x))
+    return tuple(out)
+
+
+def _sink_of(w, v):
+    """The names of ``v`` that are side channels (see _sinks), or False."""
+    sinks = w.sinks
+    if sinks:
+        entry = sinks.get(id(v))
+        if entry is not None and entry[0] is v:
+            return entry[1]
+    return False
+
+
 class _Tuple(Kind):
     name = "tuple"
 
     def key(self, w, v):
-        walk = w.walk
-        return (tuple, tuple([walk(x) for x in v]))
+        return (tuple, _keys(w, v))
 
     def rebuild(self, r, v, i):
         walk = r.walk
@@ -171,13 +214,12 @@ class _List(Kind):
     cyclic = True
 
     def key(self, w, v):
-        if w.sinks and sink_names(w.sinks, v) is not False:
+        if _sink_of(w, v) is not False:
             return SINK  # so never rebuilt: the traced function appends to the original
         ref = w.enter(v)
         if ref is not None:
             return ref
-        walk = w.walk
-        return (list, tuple([walk(x) for x in v]))
+        return (list, _keys(w, v))
 
     def rebuild(self, r, v, i):
         new = r.memo[id(v)] = []
@@ -187,29 +229,35 @@ class _List(Kind):
 
 
 class _Dict(Kind):
+    """Dicts, in insertion order (code iterating over one sees that order):
+    all keys, then all values."""
+
     name = "dict"
     cyclic = True
 
     def key(self, w, v):
-        ref = w.enter(v)
+        # w.enter(v), inlined: parameter trees are dicts all the way down.
+        seen = w.seen
+        ref = seen.get(id(v))
         if ref is not None:
-            return ref
-        walk = w.walk
-        skip = w.sinks and sink_names(w.sinks, v)
+            return ("ref", ref)
+        seen[id(v)] = len(seen)
+        skip = _sink_of(w, v)
         if skip:
-            return (dict, tuple([(walk(k), walk(x)) for k, x in v.items() if k not in skip]))
-        return (dict, tuple([(walk(k), walk(x)) for k, x in v.items()]))
+            kept = [k for k in v if k not in skip]
+            return (dict, _keys(w, kept), _keys(w, [v[k] for k in kept]))
+        return (dict, _keys(w, v), _keys(w, v.values()))
 
     def rebuild(self, r, v, i):
         new = r.memo[id(v)] = {}
         walk = r.walk
-        skip = r.sinks and sink_names(r.sinks, v)
-        for k, x in v.items():
-            if skip and k in skip:
-                new[k] = x
-                continue
+        skip = _sink_of(r, v)
+        kept = [k for k in v if not (skip and k in skip)]
+        for k in kept:
             walk(k)
-            new[k] = walk(x)
+        rebuilt = {k: walk(v[k]) for k in kept}
+        for k, x in v.items():  # side channels keep their place and object
+            new[k] = rebuilt.get(k, x)
         return new
 
 
@@ -262,8 +310,7 @@ class _Pytree(Kind):
     def key(self, w, v):
         children, treedef = _flatten_one_level(v)
         node_type, aux = treedef.node_data()
-        walk = w.walk
-        return (node_type, walk(aux), tuple([walk(c) for c in children]))
+        return (node_type, w.walk(aux), _keys(w, children))
 
     def rebuild(self, r, v, i):
         children, treedef = _flatten_one_level(v)
@@ -343,7 +390,7 @@ class _Function(Kind):
         g = fn.__globals__
         b = fn.__builtins__
         sinks = w.sinks
-        gskip = sinks and sink_names(sinks, g)
+        gskip = _sink_of(w, g)
         gkeys = []
         for name in info.global_names:
             if gskip and name in gskip:
@@ -363,10 +410,7 @@ class _Function(Kind):
             ckeys = ()
         elif sinks:
             ckeys = tuple(
-                [
-                    SINK if sink_names(sinks, c) is not False else walk(_cell_value(c))
-                    for c in closure
-                ]
+                [SINK if _sink_of(w, c) is not False else walk(_cell_value(c)) for c in closure]
             )
         else:
             ckeys = tuple([walk(_cell_value(c)) for c in closure])
@@ -396,8 +440,7 @@ class _Function(Kind):
         g = fn.__globals__
         b = fn.__builtins__
         # Side channels were not walked by the key (see _sinks): no visit.
-        sinks = r.sinks
-        gskip = sinks and sink_names(sinks, g)
+        gskip = _sink_of(r, g)
         names = [n for n in info.global_names if not (gskip and n in gskip)]
         global_kids = [next(kids) for _ in names]
         chains = [
@@ -408,9 +451,7 @@ class _Function(Kind):
         ]
         chain_kids = [next(kids) for _ in chains]
         closure = fn.__closure__ or ()
-        cell_kids = [
-            None if sinks and sink_names(sinks, c) is not False else next(kids) for c in closure
-        ]
+        cell_kids = [None if _sink_of(r, c) is not False else next(kids) for c in closure]
 
         new_globals = g
         if any(has_leaf[k] for k in global_kids + chain_kids):
@@ -782,7 +823,7 @@ _OPAQUE = _Opaque()
 TABLE: dict[type, Kind] = {
     int: _Scalar(),
     bool: _Scalar(),
-    str: _Scalar(),
+    str: _Str(),
     bytes: _Scalar(),
     float: _Float(),
     complex: _Complex(),

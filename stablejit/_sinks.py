@@ -45,14 +45,6 @@ def _add(changes: list[tuple[object, frozenset | None]]) -> None:
         SINKS = new
 
 
-def sink_names(sinks: dict, obj) -> frozenset | None | bool:
-    """The names of ``obj`` left out of keys: a frozenset, ALL, or False if none."""
-    entry = sinks.get(id(obj))
-    if entry is None or entry[0] is not obj:
-        return False
-    return entry[1]
-
-
 class Snapshot:
     """The contents of the mutable state reachable from ``fn``, before a trace."""
 

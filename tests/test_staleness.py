@@ -271,3 +271,17 @@ def test_setting_a_function_attribute_is_seen():
     np.testing.assert_array_equal(g(jnp.ones(1)), [1.0])
     f.scale = 4
     np.testing.assert_array_equal(g(jnp.ones(1)), [4.0])
+
+
+def test_dict_insertion_order_is_keyed_because_iteration_sees_it():
+    def outer(d):
+        def inner(x):
+            return jnp.stack([x * v for v in d.values()])
+
+        return stable_jit(inner)(jnp.ones(()))
+
+    np.testing.assert_array_equal(outer({"a": 1.0, "b": 2.0}), [1.0, 2.0])
+    np.testing.assert_array_equal(outer({"b": 2.0, "a": 1.0}), [2.0, 1.0])
+    w = {"a": jnp.ones(()), "b": jnp.ones(()) * 2}
+    np.testing.assert_array_equal(outer(w), [1.0, 2.0])
+    np.testing.assert_array_equal(outer({"b": w["b"], "a": w["a"]}), [2.0, 1.0])

@@ -15,9 +15,11 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from . import _explain, _stats
 from ._config import config
 from ._fingerprint import fingerprint, rebuild
 from ._sinks import Snapshot
@@ -39,7 +41,22 @@ _ENTRIES: dict[Entry, None] = {}
 class Entry:
     """One cached computation: a ``jax.jit`` of a canonical function."""
 
-    __slots__ = ("jitted", "ready", "keys", "tag", "traces", "last_used", "__weakref__")
+    __slots__ = (
+        "jitted",
+        "ready",
+        "keys",
+        "tag",
+        "last_used",
+        "hits",
+        "traces",
+        "compiles",
+        "trace_seconds",
+        "compile_seconds",
+        "stats",
+        "leaf_labels",
+        "signature",
+        "__weakref__",
+    )
 
     def __init__(self, key, tag):
         self.jitted: Callable | None = None
@@ -47,8 +64,12 @@ class Entry:
         self.ready: Callable | None = None
         self.keys = [key]
         self.tag = tag
-        self.traces = 0
         self.last_used = next(CLOCK)
+        self.hits = self.traces = self.compiles = 0
+        self.trace_seconds = self.compile_seconds = 0.0
+        self.stats = None  # the function's _stats.Stats
+        self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
+        self.signature = None  # the arguments' shapes at the last trace
 
 
 _ENTRY_CODES: set = set()
@@ -88,10 +109,17 @@ def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signat
         fn = current_callable()
         with TRACE_LOCK:
             entry.traces += 1
+            start = time.perf_counter()
             snapshot = Snapshot(fn)
             out = rebuild(fn, args[:n_leaves])(*args[n_leaves:], **kwargs)
             if snapshot.commit():
                 _alias_after_trace(entry, fn)
+            entry.trace_seconds += time.perf_counter() - start
+        stats = entry.stats
+        if stats is not None:
+            signature = _explain.signature(args[:n_leaves], args[n_leaves:], kwargs)
+            _explain.on_retrace(entry, stats.name, stats.location, signature)
+        _stats.traced(entry)
         return out
 
     canonical.__name__ = name
@@ -117,6 +145,17 @@ def _alias_after_trace(entry: Entry, fn) -> None:
             entry.keys.append(post_key)
 
 
+def lookup(key) -> Entry | None:
+    """The live entry of ``key``, if any."""
+    entry = CACHE.get(key)
+    return entry if entry is not None and entry.jitted is not None else None
+
+
+def live_entries() -> list[Entry]:
+    with _LOCK:
+        return list(_ENTRIES)
+
+
 def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
     """Returns the entry of ``key``, creating it with ``build`` on a miss."""
     with _LOCK:
@@ -132,11 +171,12 @@ def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
 
 def _evict_locked(size: int) -> None:
     while len(_ENTRIES) > size:
-        _drop_locked(min(_ENTRIES, key=lambda e: e.last_used))
+        _drop_locked(min(_ENTRIES, key=lambda e: e.last_used), evicted=True)
 
 
-def _drop_locked(entry: Entry) -> None:
-    _ENTRIES.pop(entry, None)
+def _drop_locked(entry: Entry, evicted: bool = False) -> None:
+    if _ENTRIES.pop(entry, False) is None:
+        _stats.retire(entry, evicted)
     for k in entry.keys:
         if CACHE.get(k) is entry:
             del CACHE[k]
@@ -156,6 +196,7 @@ def clear(tag=None) -> int:
         victims = [e for e in _ENTRIES if tag is None or e.tag == tag]
         for e in victims:
             _drop_locked(e)
+        _stats.forget(tag)
         return len(victims)
 
 

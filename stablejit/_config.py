@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import threading
 
+STANCES = ("warn", "raise", "fallback")
+
 
 class Config:
     """stablejit's settings; change them through :data:`stablejit.config`.
@@ -13,15 +15,30 @@ class Config:
         cache_size: the most compiled entries kept across all functions; the
             least recently used entry is evicted (and its executables freed)
             beyond it. Default 1024, or ``$STABLEJIT_CACHE_SIZE``.
+        explain_misses: log, through the ``stablejit`` logger, why each
+            retrace happened (which closure variable, global, default or
+            argument changed, old → new). Costs nothing on cache hits.
+            Default off, or ``$STABLEJIT_EXPLAIN_MISSES=1``.
+        recompile_limit: how many distinct keys one function (all its
+            redefinitions together) may compile before ``on_recompile_limit``
+            applies. Default 8, or ``$STABLEJIT_RECOMPILE_LIMIT``.
+        on_recompile_limit: ``"warn"`` (once per function, saying what keeps
+            changing; the default), ``"raise"`` (:class:`RecompileLimitError`)
+            or ``"fallback"`` (stop caching new variants: call them through a
+            plain ``jax.jit``). Or ``$STABLEJIT_ON_RECOMPILE_LIMIT``.
 
     Example:
         >>> import stablejit
         >>> stablejit.config.cache_size = 256
+        >>> stablejit.config.explain_misses = True
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._cache_size = _env_int("STABLEJIT_CACHE_SIZE", 1024)
+        self._cache_size = _env("STABLEJIT_CACHE_SIZE", 1024, _positive_int)
+        self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
+        self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
+        self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "warn", _stance)
 
     @property
     def cache_size(self) -> int:
@@ -29,31 +46,84 @@ class Config:
 
     @cache_size.setter
     def cache_size(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"cache_size must be an int, got {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"cache_size must be at least 1, got {value}")
+        value = _check_int("cache_size", value)
         with self._lock:
             self._cache_size = value
         from ._cache import evict_to_size
 
         evict_to_size()
 
+    @property
+    def explain_misses(self) -> bool:
+        return self._explain_misses
+
+    @explain_misses.setter
+    def explain_misses(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"explain_misses must be a bool, got {type(value).__name__}")
+        self._explain_misses = value
+
+    @property
+    def recompile_limit(self) -> int:
+        return self._recompile_limit
+
+    @recompile_limit.setter
+    def recompile_limit(self, value: int) -> None:
+        self._recompile_limit = _check_int("recompile_limit", value)
+
+    @property
+    def on_recompile_limit(self) -> str:
+        return self._on_recompile_limit
+
+    @on_recompile_limit.setter
+    def on_recompile_limit(self, value: str) -> None:
+        if value not in STANCES:
+            raise ValueError(f"on_recompile_limit must be one of {STANCES}, got {value!r}")
+        self._on_recompile_limit = value
+
     def __repr__(self):
-        return f"stablejit.Config(cache_size={self._cache_size})"
+        return (
+            f"stablejit.Config(cache_size={self._cache_size}, "
+            f"explain_misses={self._explain_misses}, "
+            f"recompile_limit={self._recompile_limit}, "
+            f"on_recompile_limit={self._on_recompile_limit!r})"
+        )
 
 
-def _env_int(name: str, default: int) -> int:
+def _check_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    return _check_int("it", int(raw))
+
+
+def _flag(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+def _stance(raw: str) -> str:
+    if raw not in STANCES:
+        raise ValueError(f"expected one of {STANCES}")
+    return raw
+
+
+def _env(name: str, default, parse):
     raw = os.environ.get(name)
     if raw is None:
         return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"${name} must be an integer, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"${name} must be at least 1, got {value}")
-    return value
+        return parse(raw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"${name}={raw!r} is not valid: {e}") from None
 
 
 config = Config()

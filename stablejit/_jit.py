@@ -10,12 +10,14 @@ from typing import Any
 
 import jax
 
-from . import _cache, _sinks
+from . import _cache, _explain, _sinks, _stats
 from ._cache import CACHE, CLOCK
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
+from ._describe import location
 from ._fingerprint import KeyWalker
 from ._kinds import Kind, register_kind
+from ._stats import CacheInfo
 
 _UNSPECIFIED = object()
 _FunctionType = types.FunctionType
@@ -205,7 +207,13 @@ class StableJitted:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self):
-        return f"<stable_jit of {self._fun!r}>"
+        fn = self._fun
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        info = self.cache_info()
+        return (
+            f"<stable_jit of {name}{location(fn)}: {info.entries} compiled, "
+            f"{info.hits} hits, {info.misses} misses, {info.traces} traces>"
+        )
 
     def __get__(self, obj, objtype=None):
         # Decorating a method: bind like a function would, then jit the bound
@@ -238,6 +246,7 @@ class StableJitted:
                     leaves = []
                     if ready is not None and fast.match(fn, leaves, _sinks.SINKS) is not None:
                         entry.last_used = next(CLOCK)
+                        entry.hits += 1
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)
@@ -252,6 +261,7 @@ class StableJitted:
             ready = entry.ready
             if ready is not None:
                 entry.last_used = next(CLOCK)
+                entry.hits += 1
                 if type(fn) is types.FunctionType and not opts.broadcast_in_shardings:
                     fast = _CODE_INFO[id(fn.__code__)].fast[0]
                     if fast is not None and fast.key is fkey:
@@ -278,7 +288,24 @@ class StableJitted:
             )
             return jax.jit(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
 
-        return _cache.get_or_create(key, (self._opts.key, _tag(fn)), build)
+        entry = _cache.lookup(key)
+        if entry is not None:
+            return entry
+        tag = self._tag()
+        stats = _stats.stats_for(tag, getattr(fn, "__qualname__", repr(fn)), location(fn))
+        if not _explain.on_new_key(stats, fn, key):
+            return None
+        entry = _cache.get_or_create(key, tag, build)
+        entry.stats = stats
+        entry.leaf_labels = [name for name, _ in stats.descriptions[-1].lifted]
+        return entry
+
+    def _tag(self):
+        return (self._opts.key, _tag(self._fun))
+
+    def _uncached(self):
+        """A plain ``jax.jit``, for variants past the recompile limit (stance "fallback")."""
+        return jax.jit(self._fun, **self._opts.user)
 
     @_cache.entry_point
     def _first_call(self, args, kwargs):
@@ -287,12 +314,17 @@ class StableJitted:
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             key, leaves = self._key(args)
             entry = self._entry(key, leaves, args)
+            if entry is None:
+                return self._uncached()(*args, **kwargs)
             jitted = entry.jitted
             if entry.ready is None:
                 # Trace under the lock, so racing first calls trace once; JAX
                 # caches the trace, and the call below compiles outside the lock.
                 jitted.trace(*leaves, *args, **kwargs)
-        out = jitted(*leaves, *args, **kwargs)
+        try:
+            out = jitted(*leaves, *args, **kwargs)
+        finally:
+            _stats.done_compiling()
         if entry.jitted is jitted:  # not evicted meanwhile
             entry.ready = jitted
         return out
@@ -302,7 +334,12 @@ class StableJitted:
         with _cache.TRACE_LOCK:
             key, leaves = self._key(args)
             entry = self._entry(key, leaves, args)
-            return getattr(entry.jitted, method)(*leaves, *args, **kwargs), leaves
+            if entry is None:
+                return getattr(self._uncached(), method)(*args, **kwargs), []
+            try:
+                return getattr(entry.jitted, method)(*leaves, *args, **kwargs), leaves
+            finally:
+                _stats.done_compiling()
 
     def trace(self, *args, **kwargs) -> Staged:
         """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
@@ -321,8 +358,13 @@ class StableJitted:
         return self._stage("eval_shape", args, kwargs)[0]
 
     def clear_cache(self) -> None:
-        """Drops the compiled entries of this function (all redefinitions of it)."""
-        _cache.clear((self._opts.key, _tag(self._fun)))
+        """Drops the compiled entries of this function (all redefinitions of
+        it), and its counters."""
+        _cache.clear(self._tag())
+
+    def cache_info(self) -> CacheInfo:
+        """The counters of this function, all its redefinitions together."""
+        return _stats.cache_info(self._tag())
 
 
 class Staged:
@@ -473,6 +515,12 @@ class _StableKind(Kind):
 
     def key(self, w, f):
         return (StableJitted, w.walk(f._fun), f._opts.key)
+
+    def children(self, w, f):
+        return [("stable_jit of", f._fun)]
+
+    def node_token(self, f):
+        return f._opts.key
 
     def rebuild(self, r, f, i):
         return StableJitted(r.walk(f._fun), f._opts)

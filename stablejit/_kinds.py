@@ -57,6 +57,17 @@ class Kind:
     def rebuild(self, r, v, i):
         raise AssertionError(f"{self.name} values never hold leaves")
 
+    def children(self, w, v) -> list[tuple[str, Any]]:
+        """``(label, value)`` of each part of ``v`` that its key is made of,
+        for people to read (see :mod:`stablejit._describe`); side channels
+        are left out, as keys leave them out. Labels starting with ``[`` or
+        ``.`` continue the parent's name."""
+        return []
+
+    def node_token(self, v) -> Any:
+        """What, besides its children, tells two values of this kind apart."""
+        return None
+
 
 # ---------------------------------------------------------------- atoms
 
@@ -198,8 +209,13 @@ def _sink_of(w, v):
     return False
 
 
+def _indexed(w, v):
+    return [(f"[{i}]", x) for i, x in enumerate(v)]
+
+
 class _Tuple(Kind):
     name = "tuple"
+    children = staticmethod(_indexed)
 
     def key(self, w, v):
         return (tuple, _keys(w, v))
@@ -212,6 +228,9 @@ class _Tuple(Kind):
 class _List(Kind):
     name = "list"
     cyclic = True
+
+    def children(self, w, v):
+        return [] if _sink_of(w, v) is not False else _indexed(w, v)
 
     def key(self, w, v):
         if _sink_of(w, v) is not False:
@@ -234,6 +253,10 @@ class _Dict(Kind):
 
     name = "dict"
     cyclic = True
+
+    def children(self, w, v):
+        skip = _sink_of(w, v) or ()
+        return [(f"[{k!r}]", x) for k, x in v.items() if k not in skip]
 
     def key(self, w, v):
         # w.enter(v), inlined: parameter trees are dicts all the way down.
@@ -277,6 +300,10 @@ class _Subclass(Kind):
         d = object.__getattribute__(v, "__dict__") if self.has_dict else None
         return (IdRef(type(v)), self.base.key(w, v), w.walk(d) if d else None)
 
+    def children(self, w, v):
+        d = object.__getattribute__(v, "__dict__") if self.has_dict else {}
+        return self.base.children(w, v) + [(f".{k}", x) for k, x in d.items()]
+
     def rebuild(self, r, v, i):
         cls = type(v)
         items = self.base.rebuild(r, v, i)
@@ -317,6 +344,16 @@ class _Pytree(Kind):
         walk = r.walk
         walk(treedef.node_data()[1])
         return treedef.unflatten([walk(c) for c in children])
+
+    def children(self, w, v):
+        tu = jax.tree_util
+        pairs, treedef = tu.tree_flatten_with_path(v, is_leaf=lambda x: x is not v)
+        aux = treedef.node_data()[1]
+        static = [] if aux is None else [(" (static fields)", aux)]
+        return static + [(tu.keystr(path), x) for path, x in pairs]
+
+    def node_token(self, v):
+        return _flatten_one_level(v)[1].node_data()[0]
 
 
 # ---------------------------------------------------------------- callables
@@ -426,6 +463,36 @@ class _Function(Kind):
         if w.exact and not d and len(gkeys) == len(info.global_names):
             info.fast[0] = _FastPath.build(fn, info, sinks, gskip, gkeys, ckeys, key)
         return key
+
+    def children(self, w, fn):
+        code = fn.__code__
+        info = code_info(code)
+        if info.library and fn.__closure__ is None and "<locals>" not in fn.__qualname__:
+            return []
+        out = []
+        params = code.co_varnames[: code.co_argcount]
+        defaults = fn.__defaults__ or ()
+        names = params[len(params) - len(defaults) :]
+        out += [(f"default argument {n!r}", v) for n, v in zip(names, defaults, strict=True)]
+        out += [(f"default argument {n!r}", v) for n, v in (fn.__kwdefaults__ or {}).items()]
+        g, b = fn.__globals__, fn.__builtins__
+        gskip = _sink_of(w, g) or ()
+        for name in info.global_names:
+            if name not in gskip:
+                out.append((f"global {name!r}", g.get(name, b.get(name, MISSING))))
+        for chain in info.attr_chains:
+            root = g.get(chain[0], MISSING)
+            if isinstance(root, types.ModuleType) and not _module_is_library(root):
+                depth, v = _resolve_chain(root, chain)
+                out.append((f"global {'.'.join(chain[: depth + 1])!r}", v))
+        for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=True):
+            if _sink_of(w, cell) is False:
+                out.append((f"closure variable {name!r}", _cell_value(cell)))
+        out += [(f"attribute {k!r}", v) for k, v in fn.__dict__.items()]
+        return out
+
+    def node_token(self, fn):
+        return code_info(fn.__code__).digest
 
     def rebuild(self, r, fn, i):
         code = fn.__code__
@@ -653,6 +720,9 @@ class _Method(Kind):
     def rebuild(self, r, m, i):
         return types.MethodType(r.walk(m.__func__), r.walk(m.__self__))
 
+    def children(self, w, m):
+        return [("method", m.__func__), ("self", m.__self__)]
+
 
 class _Partial(Kind):
     name = "partial"
@@ -665,6 +735,13 @@ class _Partial(Kind):
         walk = r.walk
         func, args, keywords = walk(p.func), walk(p.args), walk(p.keywords)
         return type(p)(func, *args, **keywords)
+
+    def children(self, w, p):
+        return (
+            [("partial of", p.func)]
+            + [(f"partial argument {i}", a) for i, a in enumerate(p.args)]
+            + [(f"partial keyword {k!r}", a) for k, a in p.keywords.items()]
+        )
 
 
 _JIT_OPTION_FIELDS = (
@@ -692,6 +769,12 @@ class _Jitted(Kind):
     """``jax.jit``-wrapped functions: the wrapped function and jit's options."""
 
     name = "jax.jit function"
+
+    def children(self, w, f):
+        return [("jax.jit of", f._fun)]
+
+    def node_token(self, f):
+        return tuple([getattr(f._jit_info, name) for name in _JIT_OPTION_FIELDS])
 
     def key(self, w, f):
         ji = f._jit_info
@@ -764,6 +847,15 @@ class _Object(Kind):
         d, slots = self._state(v)
         walk = w.walk
         return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
+
+    def children(self, w, v):
+        d, slots = self._state(v)
+        skip = _sink_of(w, d) or () if d is not None else ()
+        attrs = [] if d is None else [(f".{k}", x) for k, x in d.items() if k not in skip]
+        return attrs + [(f".{n}", s) for n, s in zip(self.slots, slots, strict=True)]
+
+    def node_token(self, v):
+        return IdRef(type(v))
 
     def rebuild(self, r, v, i):
         cls = type(v)

@@ -1,0 +1,226 @@
+"""What a key is made of, in the user's names, and how two keys differ.
+
+:func:`describe` lists every part of a callable that its key is made of —
+``closure variable 'params'['h0']['w']``, ``global 'SCALE'`` — with a short
+printable summary and a token (a hash of that part's key). :func:`differences`
+turns two descriptions into sentences such as ``closure variable 'k' changed
+2.0 → 3.0``. Both run on cache misses and on request only, never on a hit.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._code import code_info
+from ._kinds import LEAF, MISSING, classify
+
+MAX_ROWS = 2000
+"""Parts listed at most (a model's parameter tree can be large)."""
+
+
+class Row(NamedTuple):
+    path: tuple[str, ...]
+    summary: str
+    token: int
+    lifted: bool
+
+
+def render(path: tuple[str, ...]) -> str:
+    """``("closure variable 'p'", "['w']")`` → ``closure variable 'p'['w']``."""
+    out = ""
+    for label in path:
+        if not out or label.startswith(("[", ".")):
+            out += label
+        else:
+            out += " → " + label
+    return out
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    if isinstance(v, types.FunctionType):
+        return f"function {v.__qualname__}"
+    if isinstance(v, type):
+        return f"class {v.__qualname__}"
+    if isinstance(v, types.ModuleType):
+        return f"module {v.__name__}"
+    try:
+        text = repr(v)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not break a diagnostic
+        text = f"<{type(v).__qualname__} object>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _aval(v) -> str:
+    aval = getattr(v, "aval", None)
+    if aval is not None and hasattr(aval, "str_short"):
+        return aval.str_short()
+    return f"{np.dtype(v.dtype).name}{list(np.shape(v))}"
+
+
+class Description:
+    """The parts of a callable's key; ``str()`` of it is a readable tree.
+
+    Attributes:
+        rows: every part, in walk order: its path of labels, a summary,
+            a token (equal tokens ⇔ equal key parts) and whether it is lifted.
+        truncated: how many parts were left out past :data:`MAX_ROWS`.
+    """
+
+    def __init__(self, fn: Any, rows: list[Row], truncated: int):
+        self.name = getattr(fn, "__qualname__", type(fn).__qualname__)
+        self.location = location(fn)
+        self.rows = rows
+        self.truncated = truncated
+
+    @property
+    def lifted(self) -> list[tuple[str, str]]:
+        """``(name, shape and dtype)`` of each array passed as an input."""
+        return [(render(r.path), r.summary) for r in self.rows if r.lifted]
+
+    @property
+    def static(self) -> list[tuple[str, str]]:
+        """``(name, value)`` of each static part of the key."""
+        return [(render(r.path), r.summary) for r in self.rows if not r.lifted]
+
+    def __str__(self) -> str:
+        lines = [f"stable_jit key of {self.name}{self.location}:"]
+        for r in self.rows:
+            if not r.path:
+                lines.append(f"  {r.summary}")
+                continue
+            tag = "  (lifted)" if r.lifted else ""
+            lines.append(f"  {'  ' * (len(r.path) - 1)}{render(r.path[-1:])}: {r.summary}{tag}")
+        if self.truncated:
+            lines.append(f"  … {self.truncated} more parts")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def location(fn: Any) -> str:
+    """`` at file.py:12`` for Python functions (and methods), else ``""``."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return ""
+    return f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+
+
+def describe(fn: Any) -> Description:
+    """Lists what the key of ``fn`` is made of (see :class:`Description`)."""
+    from ._fingerprint import KeyWalker
+
+    w = KeyWalker()  # for the side channels the key leaves out
+    rows: list[Row] = []
+    seen: set[int] = set()
+    dropped = 0
+
+    def visit(path, v):
+        nonlocal dropped
+        if len(rows) >= MAX_ROWS:
+            dropped += 1
+            return
+        kind = classify(v)
+        if kind.cyclic and id(v) in seen:
+            rows.append(Row(path, "(refers back to an enclosing value)", hash("ref"), False))
+            return
+        if kind.cyclic:
+            seen.add(id(v))
+        parts = kind.children(w, v)
+        if v is MISSING:
+            rows.append(Row(path, "(unbound)", hash("missing"), False))
+        elif not parts:
+            key = KeyWalker().walk(v)
+            if key is LEAF:
+                rows.append(Row(path, _aval(v), hash(_aval(v)), True))
+            else:
+                rows.append(Row(path, _short(v), _token(key), False))
+        else:
+            labels = tuple(label for label, _ in parts)
+            token = hash((type(v), _token(kind.node_token(v)), labels))
+            rows.append(Row(path, _node_summary(v, kind), token, False))
+            for label, child in parts:
+                visit((*path, label), child)
+
+    visit((), fn)
+    return Description(fn, rows, dropped)
+
+
+def _token(key) -> int:
+    try:
+        return hash(key)
+    except TypeError:  # pragma: no cover - keys are hashable by construction
+        return id(key)
+
+
+def _node_summary(v, kind) -> str:
+    if isinstance(v, types.FunctionType):
+        return f"function {v.__qualname__}, code {code_info(v.__code__).digest.hex()[:8]}"
+    if isinstance(v, (list, tuple, dict)) and type(v) in (list, tuple, dict):
+        return f"{type(v).__name__} of {len(v)}"
+    return f"{kind.name} {type(v).__qualname__}"
+
+
+def differences(old: Description, new: Description) -> list[str]:
+    """Sentences saying how ``new``'s key differs from ``old``'s."""
+    before = {r.path: r for r in old.rows}
+    after = {r.path: r for r in new.rows}
+    was, now = _children(old.rows), _children(new.rows)
+    out: list[str] = []
+    for path, r in after.items():
+        o = before.get(path)
+        if o is None or o.token == r.token:
+            continue  # new parts are reported by their parent's structure change
+        what = render(path) or "the function"
+        if o.summary.startswith("function ") and o.summary != r.summary:
+            out.append(f"{what}: code changed")
+        elif was.get(path, []) != now.get(path, []):
+            out.append(_structure_change(what, was.get(path, []), now.get(path, [])))
+        elif path not in now:
+            out.append(_value_change(path, o, r))
+        elif o.summary != r.summary:
+            out.append(f"{what}: {o.summary} → {r.summary}")
+    return out
+
+
+def distance(old: Description, new: Description) -> int:
+    """How many parts differ: picks the nearest old key to explain a miss by."""
+    before = {r.path: r.token for r in old.rows}
+    after = {r.path: r.token for r in new.rows}
+    return sum(before.get(p) != t for p, t in after.items()) + len(before.keys() - after.keys())
+
+
+def _children(rows: list[Row]) -> dict[tuple[str, ...], list[str]]:
+    out: dict[tuple[str, ...], list[str]] = {}
+    for r in rows:
+        if r.path:
+            out.setdefault(r.path[:-1], []).append(r.path[-1])
+    return out
+
+
+def _structure_change(what: str, was: list[str], now: list[str]) -> str:
+    added = [c for c in now if c not in was]
+    removed = [c for c in was if c not in now]
+    if not added and not removed:
+        return f"{what}: order changed ({', '.join(now)})"
+    bits = [f"new {_part(c)}" for c in added] + [f"{_part(c)} removed" for c in removed]
+    return f"{what}: structure changed ({', '.join(bits)})"
+
+
+def _part(label: str) -> str:
+    if label.startswith("["):
+        return f"key {label[1:-1]}"
+    if label.startswith("."):
+        return f"attribute {label[1:]!r}"
+    return label
+
+
+def _value_change(path, o: Row, r: Row) -> str:
+    what = render(path)
+    if len(path) == 1 and path[0].startswith("global "):
+        return f"{what} was rebound: {o.summary} → {r.summary}"
+    if o.summary == r.summary:
+        return f"{what} changed ({r.summary}, compared by identity)"
+    return f"{what} changed {o.summary} → {r.summary}"

@@ -1,0 +1,154 @@
+"""Why did it recompile? Miss explanations and the recompile limit.
+
+Runs on cache misses and retraces only. Messages go to the ``stablejit``
+logger (when ``config.explain_misses`` is on) and, past the recompile limit,
+to a warning or an exception that says what keeps changing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+import jax
+
+from ._config import config
+from ._describe import describe, differences, distance, render
+from ._stats import Stats
+
+logger = logging.getLogger("stablejit")
+
+_MAX_VALUES = 32  # distinct summaries remembered per part
+
+
+class RecompileLimitError(RuntimeError):
+    """A function compiled more distinct variants than ``config.recompile_limit``."""
+
+
+class RecompileLimitWarning(UserWarning):
+    """A function compiled more distinct variants than ``config.recompile_limit``."""
+
+
+def on_new_key(stats: Stats, fn, key) -> bool:
+    """Records a miss of ``fn`` for ``key``; False if it must not be cached.
+
+    Logs the explanation (if enabled) and applies the recompile limit.
+    """
+    stats.misses += 1
+    desc = describe(fn)
+    if config.explain_misses and stats.descriptions:
+        # The most recent of the nearest: min() keeps the first of equals.
+        nearest = min(reversed(stats.descriptions), key=lambda old: distance(old, desc))
+        reasons = differences(nearest, desc) or ["a part compared by identity changed"]
+        logger.warning(
+            "stable_jit(%s)%s retraced: %s", stats.name, stats.location, "; ".join(reasons)
+        )
+    stats.descriptions.append(desc)
+    for r in desc.rows:
+        if not r.lifted:
+            seen = stats.values.setdefault(render(r.path), {})
+            if len(seen) < _MAX_VALUES:
+                seen[r.summary] = None
+    stats.keys.add(hash(key))
+    if len(stats.keys) <= config.recompile_limit:
+        return True
+    stance = config.on_recompile_limit
+    message = _limit_message(stats, stance)
+    if stance == "raise":
+        raise RecompileLimitError(message)
+    if not stats.warned:
+        stats.warned = True
+        warnings.warn(message, RecompileLimitWarning, stacklevel=_user_stacklevel())
+    return stance == "warn"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first caller outside stablejit (and JAX)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(_PACKAGE_DIR) and "/jax/" not in path:
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
+
+
+def _limit_message(stats: Stats, stance: str) -> str:
+    changing = sorted(
+        ((name, list(vals)) for name, vals in stats.values.items() if len(vals) > 1),
+        key=lambda item: -len(item[1]),
+    )
+    head = (
+        f"stable_jit({stats.name}){stats.location} has compiled {len(stats.keys)} distinct "
+        f"variants (config.recompile_limit={config.recompile_limit})."
+    )
+    if not changing:
+        what = " Its parts keyed by identity keep changing."
+    else:
+        what = " What keeps changing: " + "; ".join(
+            f"{name} took {len(vals)}{'+' if len(vals) >= _MAX_VALUES else ''} distinct values "
+            f"({', '.join(vals[:4])}{', …' if len(vals) > 4 else ''}){_hint(vals)}"
+            for name, vals in changing[:3]
+        )
+    tail = {
+        "warn": " Later variants are still compiled and cached.",
+        "fallback": " Later new variants run through a plain jax.jit, uncached.",
+        "raise": "",
+    }[stance]
+    return head + what + "." + tail
+
+
+def _hint(values: list[str]) -> str:
+    try:
+        [float(v) for v in values]
+    except ValueError:
+        return ""
+    return "; make it an array to lift it"
+
+
+def _summary(tree) -> str:
+    text = str(jax.tree_util.tree_map(lambda x: _aval_or_value(x), tree))
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _aval_or_value(x):
+    aval = getattr(x, "aval", None)
+    return aval.str_short() if aval is not None and hasattr(aval, "str_short") else x
+
+
+def signature(leaves, args, kwargs) -> tuple:
+    """What JAX keys a trace on, printable: the shapes of lifted arrays and
+    arguments, the values of static arguments."""
+    return (
+        tuple(_summary(x) for x in leaves),
+        tuple(_summary(a) for a in args),
+        {k: _summary(v) for k, v in kwargs.items()},
+    )
+
+
+def on_retrace(entry, name: str, location: str, signature: tuple) -> None:
+    """Explains a retrace within one entry: the arguments' shapes changed."""
+    old, entry.signature = entry.signature, signature
+    if old is None or not config.explain_misses:
+        return
+    labels = entry.leaf_labels
+    changes = []
+    for i, (a, b) in enumerate(zip(old[0], signature[0], strict=False)):
+        if a != b:
+            what = labels[i] if i < len(labels) else f"lifted array {i}"
+            changes.append(f"{what}: {a} → {b}")
+    for i, (a, b) in enumerate(zip(old[1], signature[1], strict=False)):
+        if a != b:
+            changes.append(f"argument {i}: {a} → {b}")
+    if len(old[1]) != len(signature[1]):
+        changes.append(f"{len(old[1])} → {len(signature[1])} positional arguments")
+    for k in sorted(old[2].keys() | signature[2].keys()):
+        if old[2].get(k) != signature[2].get(k):
+            changes.append(f"keyword argument {k!r}: {old[2].get(k)} → {signature[2].get(k)}")
+    reasons = changes or ["argument types, weak types or shardings changed"]
+    logger.warning("stable_jit(%s)%s retraced: %s", name, location, "; ".join(reasons))

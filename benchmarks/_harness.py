@@ -20,6 +20,8 @@ def parse_args(description: str, **defaults) -> argparse.Namespace:
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--rounds", type=int, default=defaults.get("rounds", 15))
     p.add_argument("--out", type=Path, default=RESULTS)
+    for name, help_text in defaults.get("extra", {}).items():
+        p.add_argument(f"--{name}", default=None, help=help_text)
     args = p.parse_args()
     # Must happen before jax is imported anywhere.
     os.environ["JAX_PLATFORMS"] = "cuda" if args.device == "gpu" else "cpu"

@@ -47,6 +47,7 @@ class Entry:
         "keys",
         "tag",
         "last_used",
+        "hits_then",
         "hits",
         "traces",
         "compiles",
@@ -64,7 +65,9 @@ class Entry:
         self.ready: Callable | None = None
         self.keys = [key]
         self.tag = tag
+        # Recency for eviction (see _evict_locked): a hit only counts itself.
         self.last_used = next(CLOCK)
+        self.hits_then = 0
         self.hits = self.traces = self.compiles = 0
         self.trace_seconds = self.compile_seconds = 0.0
         self.stats = None  # the function's _stats.Stats
@@ -170,6 +173,18 @@ def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
 
 
 def _evict_locked(size: int) -> None:
+    """Drops the least recently used entries beyond ``size``.
+
+    Recency is read off the hit counters, so a hit pays for nothing else: an
+    entry hit since the previous eviction counts as used now (the CLOCK
+    approximation of LRU, resolved at evictions).
+    """
+    if len(_ENTRIES) <= size:
+        return
+    for e in _ENTRIES:
+        if e.hits != e.hits_then:
+            e.hits_then = e.hits
+            e.last_used = next(CLOCK)
     while len(_ENTRIES) > size:
         _drop_locked(min(_ENTRIES, key=lambda e: e.last_used), evicted=True)
 

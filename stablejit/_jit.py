@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from . import _cache, _explain, _sinks, _stats
-from ._cache import CACHE, CLOCK
+from ._cache import CACHE
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
 from ._describe import location
@@ -245,7 +245,6 @@ class StableJitted:
                     ready = entry.ready
                     leaves = []
                     if ready is not None and fast.match(fn, leaves, _sinks.SINKS) is not None:
-                        entry.last_used = next(CLOCK)
                         entry.hits += 1
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
@@ -260,7 +259,6 @@ class StableJitted:
         if entry is not None:
             ready = entry.ready
             if ready is not None:
-                entry.last_used = next(CLOCK)
                 entry.hits += 1
                 if type(fn) is types.FunctionType and not opts.broadcast_in_shardings:
                     fast = _CODE_INFO[id(fn.__code__)].fast[0]

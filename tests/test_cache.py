@@ -199,3 +199,25 @@ def test_shrinking_the_cache_evicts_immediately():
     assert _cache.num_entries() == 4
     stablejit.config.cache_size = 2
     assert _cache.num_entries() == 2
+
+
+def test_a_hit_makes_an_entry_recently_used(traces):
+    stablejit.config.cache_size = 3
+
+    def make(k):
+        def inner(x):
+            traces()
+            return x + k
+
+        return stable_jit(inner)
+
+    for k in (0, 1, 2):
+        make(k)(jnp.zeros(1))
+    make(0)(jnp.zeros(1))  # hit: 0 is now the most recently used
+    make(3)(jnp.zeros(1))  # evicts 1, the least recently used
+    assert traces.n == 4
+    make(0)(jnp.zeros(1))
+    make(2)(jnp.zeros(1))
+    assert traces.n == 4
+    make(1)(jnp.zeros(1))
+    assert traces.n == 5

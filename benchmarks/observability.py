@@ -1,0 +1,128 @@
+"""Cost of observability on the hit path.
+
+    python benchmarks/observability.py [--device gpu] [--rounds N] [--baseline REV]
+
+Times, interleaved in one process, the redefined-closure hit path of the seed
+case with: this checkout's stablejit with explanations off (the default) and
+on, and stablejit as of ``REV`` (default: the commit before the counters and
+explanations were added), imported side by side from ``git archive``. Writes
+``benchmarks/results/observability-<backend>.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import _harness
+
+args = _harness.parse_args(__doc__, rounds=21, extra={"baseline": "git revision to compare with"})
+
+import importlib  # noqa: E402
+import io  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tarfile  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax.numpy as jnp  # noqa: E402
+
+import stablejit  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+N = 2000  # hits per timed call
+
+
+def _baseline_rev() -> str:
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "stablejit/_stats.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if not added:
+        raise SystemExit("cannot find the commit that added stablejit/_stats.py; pass --baseline")
+    return added[-1] + "~1"
+
+
+def _import_baseline(rev: str):
+    """stablejit as of ``rev``, importable as ``stablejit_baseline``."""
+    data = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "stablejit"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    where = Path(tempfile.mkdtemp())
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(where, filter="data")
+    (where / "stablejit").rename(where / "stablejit_baseline")
+    sys.path.insert(0, str(where))
+    return importlib.import_module("stablejit_baseline")
+
+
+def _outer(stable_jit):
+    def outer(a):
+        def inner(x):
+            return x * 2
+
+        return stable_jit(inner)(a)
+
+    return outer
+
+
+def main():
+    rev = args.baseline or _baseline_rev()
+    baseline = _import_baseline(rev)
+    a = jnp.arange(8.0)
+    current = _outer(stablejit.stable_jit)
+    before = _outer(baseline.stable_jit)
+
+    def batch(outer, explain: bool):
+        # One timed call runs N hits with the setting switched once, so the
+        # switch is not part of what is measured.
+        def run():
+            stablejit.config.explain_misses = explain
+            try:
+                for _ in range(N):
+                    outer(a).block_until_ready()
+            finally:
+                stablejit.config.explain_misses = False
+
+        return run, 1
+
+    for f in (current, before):
+        assert (f(a) == a * 2).all()
+    variants = {
+        "stablejit @ " + rev: batch(before, False),
+        "this checkout, explain off": batch(current, False),
+        "this checkout, explain on": batch(current, True),
+    }
+    timings = _harness.interleaved(variants, args.rounds)
+    t = {n: timings[n]["median_s"] / N for n in variants}
+    base, off, on = t.values()
+    rows = [
+        "| variant | per call (median) |",
+        "|---|---:|",
+        *(f"| {n} | {_harness.fmt_time(v)} |" for n, v in t.items()),
+        "",
+        f"explain off / before counters: **{off / base:.3f}×**  ",
+        f"explain on / explain off (hit path): **{on / off:.3f}×**",
+    ]
+    _harness.write(
+        "observability",
+        args.out,
+        {
+            "benchmark": "observability",
+            "environment": _harness.environment(),
+            "baseline": rev,
+            "rounds": args.rounds,
+            "per_call_median_s": t,
+            "hits_per_round": N,
+            "ratios": {"off_over_baseline": off / base, "on_over_off": on / off},
+        },
+        "\n".join(rows),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -44,8 +44,8 @@ def _baseline_rev() -> str:
     return added[-1] + "~1"
 
 
-def _import_baseline(rev: str):
-    """stablejit as of ``rev``, importable as ``stablejit_baseline``."""
+def _import_copy(rev: str, name: str):
+    """stablejit as of ``rev``, imported as ``name``."""
     data = subprocess.run(
         ["git", "archive", "--format=tar", rev, "stablejit"],
         cwd=ROOT,
@@ -55,9 +55,9 @@ def _import_baseline(rev: str):
     where = Path(tempfile.mkdtemp())
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(where, filter="data")
-    (where / "stablejit").rename(where / "stablejit_baseline")
+    (where / "stablejit").rename(where / name)
     sys.path.insert(0, str(where))
-    return importlib.import_module("stablejit_baseline")
+    return importlib.import_module(name)
 
 
 def _outer(stable_jit):
@@ -72,10 +72,12 @@ def _outer(stable_jit):
 
 def main():
     rev = args.baseline or _baseline_rev()
-    baseline = _import_baseline(rev)
     a = jnp.arange(8.0)
     current = _outer(stablejit.stable_jit)
-    before = _outer(baseline.stable_jit)
+    before = _outer(_import_copy(rev, "stablejit_baseline").stable_jit)
+    # An A/A control: HEAD imported the same way as the baseline, so that the
+    # bias of importing a second copy shows up in the same run.
+    control = _outer(_import_copy("HEAD", "stablejit_head").stable_jit)
 
     def batch(outer, explain: bool):
         # One timed call runs N hits with the setting switched once, so the
@@ -90,22 +92,24 @@ def main():
 
         return run, 1
 
-    for f in (current, before):
+    for f in (current, before, control):
         assert (f(a) == a * 2).all()
     variants = {
         "stablejit @ " + rev: batch(before, False),
+        "stablejit @ HEAD, imported like the baseline": batch(control, False),
         "this checkout, explain off": batch(current, False),
         "this checkout, explain on": batch(current, True),
     }
     timings = _harness.interleaved(variants, args.rounds)
     t = {n: timings[n]["median_s"] / N for n in variants}
-    base, off, on = t.values()
+    base, head, off, on = t.values()
     rows = [
         "| variant | per call (median) |",
         "|---|---:|",
         *(f"| {n} | {_harness.fmt_time(v)} |" for n, v in t.items()),
         "",
         f"explain off / before counters: **{off / base:.3f}×**  ",
+        f"A/A control, HEAD copy / before counters: {head / base:.3f}× (noise and import bias)  ",
         f"explain on / explain off (hit path): **{on / off:.3f}×**",
     ]
     _harness.write(
@@ -118,7 +122,11 @@ def main():
             "rounds": args.rounds,
             "per_call_median_s": t,
             "hits_per_round": N,
-            "ratios": {"off_over_baseline": off / base, "on_over_off": on / off},
+            "ratios": {
+                "off_over_baseline": off / base,
+                "head_copy_over_baseline": head / base,
+                "on_over_off": on / off,
+            },
         },
         "\n".join(rows),
     )

@@ -1,0 +1,318 @@
+"""Differential fuzzing: random closure programs through stable_jit versus eager.
+
+Each example builds a program of nested closures, a lambda, a default, a
+global, a ``functools.partial`` and a bound method, all reading random values
+(arrays of many dtypes and shapes, PRNG keys, Python scalars including -0.0,
+NaN and big ints, strings, tuples, lists, dicts, NamedTuples, dataclass
+pytrees) from a fresh module namespace. It then calls it many times, changing
+things between calls — rebinding globals, cells, defaults and attributes,
+mutating lists, dicts and numpy arrays in place, swapping array values and
+shapes, redefining the whole closure — and checks every result against eager
+evaluation of the same function, and the number of traces against the number
+of distinct static configurations seen.
+
+    pytest tests/test_fuzz.py                            # CI profile, ~1 minute
+    STABLEJIT_FUZZ=long pytest tests/test_fuzz.py -q -s  # long profile; writes
+                                                         # benchmarks/results/fuzz-long.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stablejit import _cache, stable_jit
+
+PROFILE = os.environ.get("STABLEJIT_FUZZ", "ci")
+settings.register_profile(
+    "ci", max_examples=25, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile(
+    "long", max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck)
+)
+STEPS = st.integers(4, 12) if PROFILE == "ci" else st.integers(10, 60)
+
+TOTALS = {"programs": 0, "calls": 0, "traces": 0, "mismatches": 0}
+
+
+class Pair(NamedTuple):
+    a: Any
+    b: Any
+
+
+@dataclasses.dataclass
+class Box:
+    w: Any
+    tag: str
+
+
+jax.tree_util.register_dataclass(Box, data_fields=["w"], meta_fields=["tag"])
+
+
+# ---------------------------------------------------------------- values
+
+DTYPES = ["float32", "int32", "int8", "bool", "complex64", "bfloat16"]
+SHAPES = [(), (2,), (3,), (2, 3)]
+
+
+@st.composite
+def arrays(draw):
+    shape = draw(st.sampled_from(SHAPES))
+    dtype = draw(st.sampled_from(DTYPES))
+    values = np.asarray(draw(st.integers(0, 3)) + np.arange(math.prod(shape)) % 3)
+    a = values.reshape(shape).astype(jnp.dtype(dtype))
+    return a if draw(st.booleans()) else jnp.asarray(a)
+
+
+keys = st.integers(0, 2**16).map(jax.random.key)
+scalars = st.one_of(
+    st.sampled_from([0, 1, 3, 2**70, -5]),
+    st.booleans(),
+    st.sampled_from([0.5, 1.5, 0.0, -0.0, math.nan, 2.25]),
+    st.sampled_from([1 + 2j, -1j]),
+    st.sampled_from(["a", "bb", ""]),
+)
+leaves = st.one_of(arrays(), scalars, keys)
+values = st.recursive(
+    leaves,
+    lambda inner: st.one_of(
+        st.tuples(inner, inner),
+        st.lists(inner, min_size=1, max_size=3),
+        st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, min_size=1, max_size=3),
+        st.builds(Pair, inner, inner),
+        st.builds(Box, arrays(), st.sampled_from(["x", "y"])),
+    ),
+    max_leaves=4,
+)
+
+
+def P(v) -> Any:
+    """A number that depends on every part of ``v`` a trace could bake in."""
+    if isinstance(v, (jax.Array, np.ndarray)):
+        if jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key):
+            return jax.random.uniform(v)
+        return jnp.abs(jnp.asarray(v).astype(jnp.complex64)).sum() / (1 + v.size)
+    if isinstance(v, bool):
+        return 1.0 if v else 2.0
+    if isinstance(v, int):
+        return float(v % 97)
+    if isinstance(v, float):
+        return math.copysign(0.5, v) if v == 0 else v
+    if isinstance(v, complex):
+        return v.real + 2 * v.imag
+    if isinstance(v, str):
+        return float(len(v) + (ord(v[0]) % 7 if v else 0))
+    if isinstance(v, Box):
+        return P(v.w) + (1.0 if v.tag == "x" else 3.0)
+    if isinstance(v, Pair):
+        return P(v.a) + 2 * P(v.b)
+    if isinstance(v, dict):
+        return sum((i + 1) * P(x) for i, x in enumerate(v.values())) + sum(map(len, v))
+    return sum((i + 1) * P(x) for i, x in enumerate(v)) + 0.5 * len(v) + isinstance(v, list)
+
+
+def config(v) -> Any:
+    """The static configuration of ``v``: what a trace depends on, arrays by shape and dtype."""
+    if isinstance(v, (jax.Array, np.ndarray)):
+        return ("array", v.shape, str(v.dtype))
+    if isinstance(v, float):
+        return (float, v.hex())
+    if isinstance(v, (bool, int, complex, str)):
+        return (type(v), v)
+    if isinstance(v, Box):
+        return (Box, v.tag, config(v.w))
+    if isinstance(v, dict):
+        return (dict, tuple((k, config(x)) for k, x in v.items()))
+    return (type(v), tuple(config(x) for x in v))
+
+
+# ---------------------------------------------------------------- the program
+
+SOURCE = """
+def g2(y, b):
+    return y * 0.5 + P(b)
+
+
+class Holder:
+    def __init__(self, v):
+        self.v = v
+
+    def method(self, y):
+        return y + 7.0 * P(self.v)
+
+
+def make(c0, c1, c2, holder):
+    inner = lambda y: y + 2.0 * P(c1)
+
+    def f(x, d0=c2):
+        if isinstance(x, jax.core.Tracer):
+            T.append(1)
+        acc = x + P(G0)
+        acc = acc + 3.0 * P(c0)
+        acc = inner(acc)
+        acc = acc + 5.0 * P(d0)
+        acc = holder.method(acc)
+        return PART(acc)
+
+    return f
+"""
+
+NAMES = ["G0", "b", "c0", "c1", "c2", "v"]
+
+# A function whose every global and cell holds a number, an array or a module:
+# what stablejit re-checks by identity instead of walking (its fast path).
+SOURCE_FAST = """
+def make(c0):
+    def f(x):
+        if isinstance(x, jax.core.Tracer):
+            T.append(1)
+        return x * G0 + c0 + jnp.copysign(1.0, c0)
+
+    return f
+"""
+NAMES_FAST = ["G0", "c0"]
+numbers = st.one_of(
+    st.sampled_from([0, 1, 3, -5, True, False]),
+    st.sampled_from([0.5, 1.5, 0.0, -0.0, math.nan, 2.25]),
+    st.sampled_from([0.5, 1.5, 0.0, -0.0]).map(lambda v: float(f"{v}")),  # equal, new objects
+    st.sampled_from([(), (1,)]).map(lambda s: np.full(s, 2.0, np.float32)),
+    st.sampled_from([(), (1,)]).map(lambda s: jnp.full(s, 3, jnp.int32)),
+)
+
+
+class Program:
+    """One generated program, its current values, and the function under test."""
+
+    def __init__(self, vals: dict, fast: bool = False):
+        self.ns: dict = {"P": P, "jax": jax, "jnp": jnp, "T": [], "__name__": "fuzz_program"}
+        exec(compile(SOURCE_FAST if fast else SOURCE, "<fuzz program>", "exec"), self.ns)
+        self.fast = fast
+        self.names = NAMES_FAST if fast else NAMES
+        self.vals = dict(vals)
+        self.ns["G0"] = vals["G0"]
+        if not fast:
+            self.holder = self.ns["Holder"](vals["v"])
+            self.ns["PART"] = functools.partial(self.ns["g2"], b=vals["b"])
+        self.remake()
+
+    def remake(self):
+        v = self.vals
+        if self.fast:
+            self.f = self.ns["make"](v["c0"])
+        else:
+            self.f = self.ns["make"](v["c0"], v["c1"], v["c2"], self.holder)
+
+    def rebind(self, name: str, value) -> None:
+        """Changes ``name`` on the live objects, without redefining ``f``."""
+        self.vals[name] = value
+        if name == "G0":
+            self.ns["G0"] = value
+        elif name == "b":
+            self.ns["PART"] = functools.partial(self.ns["g2"], b=value)
+        elif name == "v":
+            self.holder.v = value
+        elif name == "c2":
+            self.f.__defaults__ = (value,)
+        else:
+            _set_cell(self.f, name, value)
+
+    def mutate_in_place(self, name: str, data) -> bool:
+        """Mutates the value of ``name`` in place, if it can be; True if it did."""
+        v = self.vals[name]
+        if isinstance(v, np.ndarray) and v.size and v.dtype.kind in "iuf":
+            v[...] = (v + 1) % 4
+            return True
+        if isinstance(v, list):
+            v.append(data.draw(leaves)) if len(v) < 4 else v.pop()
+            return True
+        if isinstance(v, dict):
+            k = data.draw(st.sampled_from(["x", "y", "w"]))
+            v[k] = data.draw(leaves)
+            return True
+        return False
+
+    def configuration(self, x) -> tuple:
+        return (config(x), *(config(self.vals[n]) for n in self.names))
+
+
+def _set_cell(fn, name, value) -> None:
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        if var == name:
+            cell.cell_contents = value
+        elif callable(cell.cell_contents) and hasattr(cell.cell_contents, "__code__"):
+            _set_cell(cell.cell_contents, name, value)
+
+
+def _check(got, want, where: str) -> None:
+    try:
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=1e-5)
+    except AssertionError:
+        TOTALS["mismatches"] += 1
+        raise AssertionError(f"stale or wrong result {where}") from None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _report():
+    yield
+    print(f"\nfuzz ({PROFILE}): {TOTALS}")
+    if PROFILE == "long":
+        out = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "fuzz-long.json"
+        out.write_text(json.dumps({"profile": PROFILE, **TOTALS}, indent=2) + "\n")
+        print(f"\nfuzz ({PROFILE}): {TOTALS}")
+
+
+@settings.get_profile(PROFILE)
+@given(
+    vals=st.fixed_dictionaries({n: values for n in NAMES}),
+    steps=STEPS,
+    data=st.data(),
+)
+def test_random_closure_programs_match_eager_and_trace_once_per_configuration(vals, steps, data):
+    _run(Program(vals), values, steps, data)
+
+
+@settings.get_profile(PROFILE)
+@given(
+    vals=st.fixed_dictionaries({n: numbers for n in NAMES_FAST}),
+    steps=STEPS,
+    data=st.data(),
+)
+def test_fast_path_programs_match_eager_and_trace_once_per_configuration(vals, steps, data):
+    _run(Program(vals, fast=True), numbers, steps, data)
+
+
+def _run(prog: Program, new_values, steps: int, data) -> None:
+    _cache.clear()
+    seen: set = set()
+    TOTALS["programs"] += 1
+    for step in range(steps):
+        action = data.draw(st.sampled_from(["call", "rebind", "in place", "redefine"]))
+        name = data.draw(st.sampled_from(prog.names))
+        if action == "rebind":
+            prog.rebind(name, data.draw(new_values))
+        elif action == "in place":
+            prog.mutate_in_place(name, data)
+        elif action == "redefine":
+            prog.remake()
+        shape = data.draw(st.sampled_from([(2,), (2, 3)]))
+        x = jnp.asarray(np.arange(math.prod(shape), dtype=np.float32).reshape(shape))
+        want = prog.f(x)  # eager, with the program as it is now
+        got = stable_jit(prog.f)(x)
+        TOTALS["calls"] += 1
+        _check(got, want, f"at step {step} after {action} of {name}")
+        seen.add(prog.configuration(x))
+    traces = len(prog.ns["T"])
+    TOTALS["traces"] += traces
+    assert traces == len(seen), f"{traces} traces for {len(seen)} static configurations"

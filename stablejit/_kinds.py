@@ -604,8 +604,8 @@ class _FastPath:
     """
 
     __slots__ = (
-        "g",
-        "b",
+        "g_id",
+        "b_id",
         "sinks",
         "defaults",
         "kwdefaults",
@@ -643,7 +643,10 @@ class _FastPath:
                 return None
             cells.append(slot)
         self = cls()
-        self.g, self.b, self.sinks = g, b, sinks
+        # By id, not reference: a record must not keep a module's globals
+        # alive. Matching ids are enough, as every name is re-read from the
+        # function's own dicts and compared by identity with what is held here.
+        self.g_id, self.b_id, self.sinks = id(g), id(b), sinks
         self.defaults, self.kwdefaults = fn.__defaults__, fn.__kwdefaults__
         self.globals, self.cells, self.key = tuple(checks), tuple(cells), key
         # Cache entries of ``key``, per stable_jit options: lets a call skip
@@ -664,8 +667,8 @@ class _FastPath:
     def match(self, fn, leaves, sinks):
         """``fn``'s key if the checks hold (its leaves appended to ``leaves``), else None."""
         if (
-            fn.__globals__ is not self.g
-            or fn.__builtins__ is not self.b
+            id(fn.__globals__) != self.g_id
+            or id(fn.__builtins__) != self.b_id
             or sinks is not self.sinks
             or fn.__defaults__ is not self.defaults
             or fn.__kwdefaults__ is not self.kwdefaults
@@ -673,11 +676,11 @@ class _FastPath:
         ):
             return None
         n = len(leaves)
-        g = self.g
+        g = fn.__globals__
         for name, expected in self.globals:
             v = g.get(name, MISSING)
             if v is MISSING:
-                v = self.b.get(name, MISSING)
+                v = fn.__builtins__.get(name, MISSING)
             if v is not expected:
                 if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
                     leaves.append(v)

@@ -221,3 +221,40 @@ def test_a_hit_makes_an_entry_recently_used(traces):
     assert traces.n == 4
     make(1)(jnp.zeros(1))
     assert traces.n == 5
+
+
+def test_deleted_namespaces_and_functions_are_freed():
+    class Sentinel:
+        pass
+
+    def run():
+        ns = {"SENTINEL": Sentinel(), "T": []}
+        exec("K = 2\ndef f(x):\n    T.append(1)\n    return x * K\n", ns)
+        for _ in range(3):  # the slow path, then the fast path
+            stable_jit(ns["f"])(jnp.ones(2))
+        return weakref.ref(ns["SENTINEL"]), weakref.ref(ns["f"])
+
+    sentinel, fn = run()
+    gc.collect()
+    assert fn() is None
+    assert sentinel() is None  # the globals dict died with it
+
+
+def test_ten_thousand_fresh_closures_over_fresh_arrays_keep_one_entry_and_no_arrays():
+    refs = []
+
+    def outer(i):
+        w = np.full(16, i, np.float32)
+        refs.append(weakref.ref(w))
+
+        def inner(x):
+            return x + w
+
+        return stable_jit(inner)(np.zeros(16, np.float32))
+
+    for i in range(10_000):
+        out = outer(i)
+    np.testing.assert_array_equal(out, np.full(16, 9999.0))
+    gc.collect()
+    assert _cache.num_entries() == 1
+    assert sum(r() is not None for r in refs) == 0

@@ -1,0 +1,82 @@
+"""Bad input gets a clear error, or a documented fallback; never a silently wrong result."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from stablejit import stable_jit
+
+
+def test_builtins_and_library_functions_without_python_code_are_jitted():
+    np.testing.assert_array_equal(stable_jit(abs)(-jnp.ones(2)), [1.0, 1.0])
+    np.testing.assert_array_equal(stable_jit(jnp.sin)(jnp.zeros(1)), [0.0])
+    np.testing.assert_array_equal(stable_jit(jax.nn.relu)(-jnp.ones(1)), [0.0])
+
+
+def test_a_builtin_that_needs_a_concrete_value_fails_as_under_jax_jit():
+    import math
+
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        stable_jit(math.sqrt)(jnp.ones(()))
+
+
+def test_unhashable_static_argument_is_the_same_error_as_jax_jit():
+    with pytest.raises(ValueError, match="Non-hashable static arguments"):
+        stable_jit(lambda x, s: x, static_argnums=1)(jnp.ones(1), [1, 2])
+
+
+def test_a_static_argnum_past_the_arguments_is_reported_by_jax():
+    with pytest.raises((ValueError, IndexError, TypeError)):
+        stable_jit(lambda x: x, static_argnums=3)(jnp.ones(1))
+
+
+def test_recursive_structures_in_a_closure_are_keyed_and_seen():
+    tree = {"w": 2.0}
+    tree["self"] = tree
+    f = stable_jit(lambda x: x * tree["self"]["self"]["w"])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    tree["w"] = 3.0
+    np.testing.assert_array_equal(f(jnp.ones(1)), [3.0])
+
+
+def test_closed_over_object_whose_eq_raises_and_whose_state_cannot_be_pickled():
+    class Weird:
+        __slots__ = ("k",)
+
+        def __init__(self, k):
+            self.k = k
+
+        def __eq__(self, other):
+            raise RuntimeError("no")
+
+        __hash__ = None
+
+        def __reduce__(self):
+            raise TypeError("no pickling")
+
+    w = Weird(2.0)
+    f = stable_jit(lambda x: x * w.k)
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    w.k = 5.0  # slots are read, so the change is seen
+    np.testing.assert_array_equal(f(jnp.ones(1)), [5.0])
+
+
+def test_a_traced_function_raising_propagates_the_users_error():
+    def f(x):
+        raise KeyError("missing parameter 'w'")
+
+    with pytest.raises(KeyError, match="missing parameter"):
+        stable_jit(f)(jnp.ones(1))
+
+
+def test_python_control_flow_on_a_lifted_array_is_jaxs_concretization_error():
+    w = jnp.ones(2)
+
+    def f(x):
+        if w.sum() > 0:  # w is lifted, so it is a tracer here
+            return x
+        return -x
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        stable_jit(f)(jnp.ones(2))

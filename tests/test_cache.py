@@ -232,12 +232,15 @@ def test_deleted_namespaces_and_functions_are_freed():
         exec("K = 2\ndef f(x):\n    T.append(1)\n    return x * K\n", ns)
         for _ in range(3):  # the slow path, then the fast path
             stable_jit(ns["f"])(jnp.ones(2))
-        return weakref.ref(ns["SENTINEL"]), weakref.ref(ns["f"])
+        return weakref.ref(ns["SENTINEL"]), weakref.ref(ns["f"]), weakref.ref(ns["f"].__code__)
 
-    sentinel, fn = run()
+    sentinel, fn, code = run()
     gc.collect()
     assert fn() is None
     assert sentinel() is None  # the globals dict died with it
+    stablejit.clear_cache()  # JAX's traced program referenced the code object
+    gc.collect()
+    assert code() is None
 
 
 def test_ten_thousand_fresh_closures_over_fresh_arrays_keep_one_entry_and_no_arrays():

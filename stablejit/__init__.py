@@ -4,7 +4,9 @@ from ._config import config
 from ._describe import Description
 from ._explain import RecompileLimitError, RecompileLimitWarning
 from ._jit import StableJitted, stable_jit
+from ._loops import cond, fori_loop, map, scan, switch, while_loop
 from ._observe import cache_info, clear_cache, describe, num_traces
+from ._patch import patch, unpatch
 from ._stats import CacheInfo
 
 __version__ = "0.1.0"
@@ -17,8 +19,16 @@ __all__ = [
     "StableJitted",
     "cache_info",
     "clear_cache",
+    "cond",
     "config",
     "describe",
+    "fori_loop",
+    "map",
     "num_traces",
+    "patch",
+    "scan",
     "stable_jit",
+    "switch",
+    "unpatch",
+    "while_loop",
 ]

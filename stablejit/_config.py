@@ -31,6 +31,7 @@ class Config:
         >>> import stablejit
         >>> stablejit.config.cache_size = 256
         >>> stablejit.config.explain_misses = True
+        >>> stablejit.config.cache_size, stablejit.config.explain_misses = 1024, False
     """
 
     def __init__(self):

@@ -9,6 +9,7 @@ turns two descriptions into sentences such as ``closure variable 'k' changed
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, NamedTuple
 
@@ -70,7 +71,7 @@ class Description:
     """
 
     def __init__(self, fn: Any, rows: list[Row], truncated: int):
-        self.name = getattr(fn, "__qualname__", type(fn).__qualname__)
+        self.name = display_name(fn)
         self.location = location(fn)
         self.rows = rows
         self.truncated = truncated
@@ -101,11 +102,42 @@ class Description:
 
 
 def location(fn: Any) -> str:
-    """`` at file.py:12`` for Python functions (and methods), else ``""``."""
+    """`` at file.py:12`` for Python functions (and methods), else ``""``.
+
+    For a ``functools.partial`` (a loop's bound functions), the location of
+    the first function among its arguments, else of the function it wraps.
+    """
+    if isinstance(fn, functools.partial):
+        for arg in (*callables_in(fn.args), fn.func):
+            where = location(arg)
+            if where:
+                return where
+        return ""
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if not isinstance(code, types.CodeType):
         return ""
     return f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+
+
+def display_name(fn: Any) -> str:
+    """``inner``, ``Model.apply``, ``while_loop(cond_fn, body_fn)``."""
+    if isinstance(fn, functools.partial):
+        name = getattr(fn.func, "stablejit_name", None)
+        if name is None:
+            return f"partial({display_name(fn.func)})"
+        return f"{name}({', '.join(display_name(a) for a in callables_in(fn.args))})"
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__qualname__
+
+
+def callables_in(args) -> list:
+    out = []
+    for a in args:
+        if isinstance(a, tuple):
+            out += callables_in(a)
+        elif callable(a):
+            out.append(a)
+    return out
 
 
 def describe(fn: Any) -> Description:

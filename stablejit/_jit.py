@@ -14,9 +14,10 @@ from . import _cache, _explain, _sinks, _stats
 from ._cache import CACHE
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
-from ._describe import location
+from ._describe import callables_in, display_name, location
 from ._fingerprint import KeyWalker
 from ._kinds import Kind, register_kind
+from ._patch import JIT
 from ._stats import CacheInfo
 
 _UNSPECIFIED = object()
@@ -177,7 +178,11 @@ def _signature(fn, n_leaves: int):
 
 
 def _tag(fn):
-    """What identifies "this function" across redefinitions (for clear_cache)."""
+    """What identifies "this function" across redefinitions (for clear_cache,
+    counters and the recompile limit): its code, or for a partial (a loop's
+    bound functions) the code of it and of the functions it binds."""
+    if isinstance(fn, functools.partial):
+        return (_tag(fn.func), *(_tag(a) for a in callables_in(fn.args)))
     fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
     return code_info(code).digest if isinstance(code, types.CodeType) else type(fn)
@@ -208,10 +213,9 @@ class StableJitted:
 
     def __repr__(self):
         fn = self._fun
-        name = getattr(fn, "__qualname__", None) or repr(fn)
         info = self.cache_info()
         return (
-            f"<stable_jit of {name}{location(fn)}: {info.entries} compiled, "
+            f"<stable_jit of {display_name(fn)}{location(fn)}: {info.entries} compiled, "
             f"{info.hits} hits, {info.misses} misses, {info.traces} traces>"
         )
 
@@ -284,13 +288,13 @@ class StableJitted:
                 getattr(fn, "__qualname__", name),
                 _signature(fn, n_leaves),
             )
-            return jax.jit(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
+            return JIT(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
 
         entry = _cache.lookup(key)
         if entry is not None:
             return entry
         tag = self._tag()
-        stats = _stats.stats_for(tag, getattr(fn, "__qualname__", repr(fn)), location(fn))
+        stats = _stats.stats_for(tag, display_name(fn), location(fn))
         if not _explain.on_new_key(stats, fn, key):
             return None
         entry = _cache.get_or_create(key, tag, build)
@@ -303,7 +307,7 @@ class StableJitted:
 
     def _uncached(self):
         """A plain ``jax.jit``, for variants past the recompile limit (stance "fallback")."""
-        return jax.jit(self._fun, **self._opts.user)
+        return JIT(self._fun, **self._opts.user)
 
     @_cache.entry_point
     def _first_call(self, args, kwargs):

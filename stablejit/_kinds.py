@@ -36,6 +36,7 @@ from jax.extend import core as _ext_core
 from ._code import _INFO as _CODE_INFO
 from ._code import code_info, is_library_file
 from ._idref import IdRef
+from ._patch import JIT as _jax_jit
 from ._sinks import SINK
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
@@ -795,7 +796,7 @@ class _Jitted(Kind):
                 f"stablejit cannot rebuild {f!r}, a jax.jit with explicit layouts, "
                 "around lifted arrays"
             )
-        return jax.jit(
+        return _jax_jit(
             r.walk(f._fun),
             in_shardings=tu.tree_unflatten(ji.in_shardings_treedef, ji.in_shardings_leaves),
             out_shardings=tu.tree_unflatten(ji.out_shardings_treedef, ji.out_shardings_leaves),

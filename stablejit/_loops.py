@@ -1,0 +1,212 @@
+"""``jax.lax`` control flow whose bodies compile once across redefinitions.
+
+Eager ``lax.while_loop(cond_fn, body_fn, init)`` with fresh closures traces,
+lowers and compiles the whole loop on every call. Each function here has the
+signature and semantics of its ``jax.lax`` namesake, but runs one cached
+program per *structure* of its function arguments (see :func:`stable_jit`):
+their closed-over arrays are lifted to inputs, Python values they close over
+and the static arguments (loop bounds given as Python ints, ``length``,
+``reverse``, ``unroll``) are part of the key.
+
+Inside a trace (an outer ``jit``, ``grad``, ``vmap``) they stay correct and
+differentiable wherever ``lax``'s are: the cached program is a nested
+``jit``, which JAX differentiates and batches like any other.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._jit import _DEFAULT_OPTIONS, StableJitted
+from ._patch import LAX
+
+
+def _run(runner: Callable, *static: Any) -> StableJitted:
+    """``runner`` with ``static`` (functions and Python values) bound in: the
+    cache key is theirs; the arguments of the call are the dynamic ones."""
+    return StableJitted(functools.partial(runner, *static), _DEFAULT_OPTIONS)
+
+
+# The runners: each calls the real lax function (not a patched one), with the
+# static arguments first, as _run binds them.
+
+
+def _while(cond_fun, body_fun, init_val):
+    return LAX["while_loop"](cond_fun, body_fun, init_val)
+
+
+def _fori(body_fun, unroll, lower, upper, init_val):
+    kw = {} if unroll is None else {"unroll": unroll}
+    return LAX["fori_loop"](lower, upper, body_fun, init_val, **kw)
+
+
+def _scan(f, length, reverse, unroll, split_transpose, init, xs):
+    return LAX["scan"](
+        f, init, xs, length=length, reverse=reverse, unroll=unroll, _split_transpose=split_transpose
+    )
+
+
+def _cond(true_fun, false_fun, pred, *operands):
+    return LAX["cond"](pred, true_fun, false_fun, *operands)
+
+
+def _switch(branches, index, *operands):
+    return LAX["switch"](index, branches, *operands)
+
+
+def _map(f, batch_size, xs):
+    return LAX["map"](f, xs) if batch_size is None else LAX["map"](f, xs, batch_size=batch_size)
+
+
+def _fori_static(lower, upper, body_fun, unroll, init_val):
+    return _fori(body_fun, unroll, lower, upper, init_val)
+
+
+for _runner, _name in (
+    (_while, "while_loop"),
+    (_fori, "fori_loop"),
+    (_fori_static, "fori_loop"),
+    (_scan, "scan"),
+    (_cond, "cond"),
+    (_switch, "switch"),
+    (_map, "map"),
+):
+    _runner.stablejit_name = _name  # how messages name the loop (see _describe)
+
+
+def _static_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
+    """``jax.lax.while_loop``, compiled once per structure of its functions.
+
+    Arguments:
+        cond_fun: ``carry -> bool scalar``.
+        body_fun: ``carry -> carry``.
+        init_val: the initial carry (any pytree of arrays).
+
+    Returns:
+        The final carry, exactly as ``jax.lax.while_loop`` returns it.
+
+    Example:
+        >>> import jax.numpy as jnp, stablejit
+        >>> def count_to(n, step):
+        ...     return stablejit.while_loop(lambda i: i < n, lambda i: i + step, 0)
+        >>> int(count_to(10, 3))   # both closures are new on every call
+        12
+    """
+    return _run(_while, cond_fun, body_fun)(init_val)
+
+
+def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *, unroll=None) -> Any:
+    """``jax.lax.fori_loop``, compiled once per structure of ``body_fun``.
+
+    Python-int bounds are static, as for ``lax.fori_loop`` (so the loop is a
+    ``scan`` and reverse-differentiable); array bounds are inputs.
+
+    Arguments:
+        lower, upper: the loop bounds.
+        body_fun: ``(i, carry) -> carry``.
+        init_val: the initial carry.
+        unroll: as for ``jax.lax.fori_loop``.
+
+    Returns:
+        The final carry.
+
+    Example:
+        >>> import stablejit
+        >>> int(stablejit.fori_loop(0, 4, lambda i, acc: acc + i, 0))
+        6
+    """
+    if _static_int(lower) and _static_int(upper):
+        return _run(_fori_static, lower, upper, body_fun, unroll)(init_val)
+    return _run(_fori, body_fun, unroll)(lower, upper, init_val)
+
+
+def scan(
+    f: Callable,
+    init: Any,
+    xs: Any = None,
+    length: int | None = None,
+    reverse: bool = False,
+    unroll: int | bool = 1,
+    _split_transpose: bool = False,
+) -> tuple[Any, Any]:
+    """``jax.lax.scan``, compiled once per structure of ``f``.
+
+    Arguments:
+        f: ``(carry, x) -> (carry, y)``.
+        init: the initial carry.
+        xs: the values scanned over (a pytree of arrays with a leading axis), or None.
+        length, reverse, unroll, _split_transpose: as for ``jax.lax.scan`` (static).
+
+    Returns:
+        ``(final carry, stacked ys)``.
+
+    Example:
+        >>> import jax.numpy as jnp, stablejit
+        >>> carry, ys = stablejit.scan(lambda c, x: (c + x, c * x), 0.0, jnp.arange(4.0))
+        >>> float(carry), ys.tolist()
+        (6.0, [0.0, 0.0, 2.0, 9.0])
+    """
+    return _run(_scan, f, length, reverse, unroll, _split_transpose)(init, xs)
+
+
+def cond(pred, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+    """``jax.lax.cond``, compiled once per structure of its branches.
+
+    Arguments:
+        pred: a boolean scalar.
+        true_fun, false_fun: the branches, called with ``*operands``.
+        operands: the branches' arguments.
+
+    Returns:
+        What the chosen branch returns.
+
+    Example:
+        >>> import stablejit
+        >>> float(stablejit.cond(True, lambda x: x + 1.0, lambda x: x - 1.0, 1.0))
+        2.0
+    """
+    return _run(_cond, true_fun, false_fun)(pred, *operands)
+
+
+def switch(index, branches: Sequence[Callable], *operands: Any) -> Any:
+    """``jax.lax.switch``, compiled once per structure of its branches.
+
+    Arguments:
+        index: an integer scalar, clamped into range as by ``jax.lax.switch``.
+        branches: the functions to choose from, called with ``*operands``.
+        operands: the branches' arguments.
+
+    Returns:
+        What the chosen branch returns.
+
+    Example:
+        >>> import stablejit
+        >>> float(stablejit.switch(1, [lambda x: x, lambda x: 2 * x], 3.0))
+        6.0
+    """
+    return _run(_switch, tuple(branches))(index, *operands)
+
+
+def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001
+    """``jax.lax.map``, compiled once per structure of ``f``.
+
+    Arguments:
+        f: applied to each slice of ``xs`` along its leading axis.
+        xs: a pytree of arrays.
+        batch_size: as for ``jax.lax.map`` (static).
+
+    Returns:
+        The stacked results.
+
+    Example:
+        >>> import jax.numpy as jnp, stablejit
+        >>> stablejit.map(lambda x: x * 2, jnp.arange(3)).tolist()
+        [0, 2, 4]
+    """
+    return _run(_map, f, batch_size)(xs)

@@ -1,0 +1,76 @@
+"""Patch mode: route ``jax.jit`` and ``jax.lax``'s loops through stablejit.
+
+For code we cannot edit (HuggingFace generation, optax linesearches) that
+looks these functions up at call time (``jax.jit(...)``, ``lax.while_loop(...)``).
+The originals are captured here at import, before any patching, and
+stablejit itself always calls those.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+from jax import lax
+
+JIT = jax.jit
+"""The real ``jax.jit``, whatever patch mode has done to ``jax.jit``."""
+
+LAX_NAMES = ("while_loop", "fori_loop", "scan", "cond", "switch", "map")
+LAX = {name: getattr(lax, name) for name in LAX_NAMES}
+"""The real ``jax.lax`` control-flow functions."""
+
+_LOCK = threading.Lock()
+_DEPTH = 0
+
+
+class patch:  # noqa: N801 - a function to call, which also works as a context manager
+    """Routes ``jax.jit`` and ``jax.lax.{while_loop, fori_loop, scan, cond,
+    switch, map}`` through stablejit until :func:`unpatch` (or the end of a
+    ``with`` block, also on exceptions).
+
+    Reaches code that looks these names up when it runs: ``jax.jit(f)``,
+    ``lax.while_loop(...)``, ``jax.lax.scan(...)``. Does not reach code that
+    bound them earlier (``from jax.lax import while_loop`` at import time,
+    a ``@jax.jit`` decorator that already ran), nor JAX's own internals,
+    which call the functions in ``jax._src``. Patching nests: each ``patch()``
+    needs its ``unpatch()``.
+
+    Example:
+        >>> import jax, stablejit
+        >>> with stablejit.patch():
+        ...     assert jax.jit is stablejit.stable_jit
+        >>> jax.jit is stablejit.stable_jit
+        False
+    """
+
+    def __init__(self):
+        global _DEPTH
+        from . import _loops
+        from ._jit import stable_jit
+
+        with _LOCK:
+            _DEPTH += 1
+            if _DEPTH == 1:
+                jax.jit = stable_jit
+                for name in LAX_NAMES:
+                    setattr(lax, name, getattr(_loops, name))
+
+    def __enter__(self) -> patch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        unpatch()
+
+
+def unpatch() -> None:
+    """Undoes one :class:`patch`; the originals are back after the last one."""
+    global _DEPTH
+    with _LOCK:
+        if _DEPTH == 0:
+            raise RuntimeError("stablejit.unpatch() without a matching patch()")
+        _DEPTH -= 1
+        if _DEPTH == 0:
+            jax.jit = JIT
+            for name, fn in LAX.items():
+                setattr(lax, name, fn)

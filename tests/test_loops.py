@@ -1,0 +1,179 @@
+"""Loop wrappers: bodies trace once across fresh closures; results equal lax's."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import stablejit
+
+
+def _greedy(params, n, eos, loop):
+    """An HF-shaped greedy loop: closures over params and ints, defined per call."""
+
+    def cond_fn(state):
+        i, tok, done = state
+        return (i < n) & ~done
+
+    def body_fn(state):
+        i, tok, done = state
+        logits = jnp.tanh(params["w"][tok] + params["b"])
+        nxt = jnp.argmax(logits).astype(jnp.int32)
+        return i + 1, nxt, nxt == eos
+
+    return loop(cond_fn, body_fn, (jnp.int32(0), jnp.int32(1), jnp.bool_(False)))
+
+
+def _params(seed):
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    return {"w": jax.random.normal(k1, (8, 8)), "b": jax.random.normal(k2, (8,))}
+
+
+def test_while_loop_traces_once_across_fresh_closures_and_new_params(traces):
+    def loop(cond_fn, body_fn, init):
+        def counted(state):
+            traces()
+            return body_fn(state)
+
+        return stablejit.while_loop(cond_fn, counted, init)
+
+    for seed in range(4):
+        p = _params(seed)
+        got = _greedy(p, 6, 7, loop)
+        want = _greedy(p, 6, 7, lax.while_loop)
+        jax.tree_util.tree_map(np.testing.assert_array_equal, got, want)
+    assert traces.n == 1
+    _greedy(_params(0), 5, 7, loop)  # a new Python int: a new variant
+    assert traces.n == 2
+
+
+def test_fori_loop_static_and_dynamic_bounds(traces):
+    def run(w, upper):
+        def body(i, acc):
+            traces()
+            return acc + w * i
+
+        return stablejit.fori_loop(0, upper, body, jnp.zeros(3))
+
+    for k in range(3):
+        w = jnp.full(3, float(k))
+        np.testing.assert_allclose(
+            run(w, 5), lax.fori_loop(0, 5, lambda i, a, w=w: a + w * i, jnp.zeros(3))
+        )
+    assert traces.n == 1
+    np.testing.assert_allclose(run(jnp.ones(3), jnp.int32(4)), jnp.full(3, 6.0))
+    np.testing.assert_allclose(run(jnp.ones(3), jnp.int32(5)), jnp.full(3, 10.0))
+    assert traces.n == 2
+
+
+def test_scan_with_length_reverse_and_unroll(traces):
+    def run(w, reverse):
+        def f(c, x):
+            traces()
+            return c * w + x, c
+
+        return stablejit.scan(f, 1.0, jnp.arange(5.0), reverse=reverse, unroll=2)
+
+    for w in (0.5, 0.5, 2.0):
+        for reverse in (False, True):
+            got = run(jnp.float32(w), reverse)
+            want = lax.scan(lambda c, x, w=w: (c * w + x, c), 1.0, jnp.arange(5.0), reverse=reverse)
+            jax.tree_util.tree_map(np.testing.assert_allclose, got, want)
+    assert traces.n == 2  # one per value of the static `reverse`
+    carry, ys = stablejit.scan(lambda c, _: (c + 1, c), 0, None, length=3)
+    assert int(carry) == 3 and ys.tolist() == [0, 1, 2]
+
+
+def test_cond_and_switch(traces):
+    def run(pred, w):
+        def yes(x):
+            traces()
+            return x + w
+
+        return stablejit.cond(pred, yes, lambda x: x - w, jnp.ones(2))
+
+    for pred in (True, False, True):
+        w = jnp.full(2, 3.0)
+        np.testing.assert_array_equal(
+            run(pred, w), lax.cond(pred, lambda x, w=w: x + w, lambda x, w=w: x - w, jnp.ones(2))
+        )
+    assert traces.n == 1
+    branches = [lambda x: x, lambda x: 2 * x, lambda x: 3 * x]
+    for i in (0, 2, 7, -1):
+        assert float(stablejit.switch(i, branches, 1.0)) == float(lax.switch(i, branches, 1.0))
+
+
+def test_map():
+    w = jnp.arange(3.0)
+    np.testing.assert_array_equal(
+        stablejit.map(lambda x: x * w, jnp.ones((4, 3))), lax.map(lambda x: x * w, jnp.ones((4, 3)))
+    )
+
+
+def test_under_grad_vmap_and_jit():
+    def loss(w):
+        _, ys = stablejit.scan(lambda c, x: (c * w + x, c * w), 1.0, jnp.arange(4.0))
+        return ys.sum() + stablejit.fori_loop(0, 3, lambda i, a: a * w, 1.0)
+
+    def lax_loss(w):
+        _, ys = lax.scan(lambda c, x: (c * w + x, c * w), 1.0, jnp.arange(4.0))
+        return ys.sum() + lax.fori_loop(0, 3, lambda i, a: a * w, 1.0)
+
+    np.testing.assert_allclose(jax.grad(loss)(0.7), jax.grad(lax_loss)(0.7), rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss))(0.7), jax.grad(lax_loss)(0.7), rtol=1e-6)
+    ws = jnp.array([0.5, 0.7, 0.9])
+    np.testing.assert_allclose(jax.vmap(loss)(ws), jax.vmap(lax_loss)(ws), rtol=1e-6)
+    p = _params(3)
+    got = jax.jit(lambda p: _greedy(p, 6, 7, stablejit.while_loop))(p)
+    jax.tree_util.tree_map(np.testing.assert_array_equal, got, _greedy(p, 6, 7, lax.while_loop))
+
+
+def test_loop_counters_are_per_loop_body():
+    stablejit.while_loop(lambda i: i < 3, lambda i: i + 1, 0)
+    stablejit.while_loop(lambda i: i < 3, lambda i: i + 2, 0)
+    assert stablejit.cache_info().misses == 2
+    f = stablejit.stable_jit(lambda x: x)
+    assert "stable_jit" in repr(f)
+
+
+def _reference_loop(while_loop, step, s):
+    return while_loop(lambda s: s < 10.0, lambda s: s + step, s)
+
+
+def test_patch_routes_jit_and_lax_loops_and_restores(traces):
+    real_jit, real_while = jax.jit, lax.while_loop
+
+    def generate(p):  # library-style code that looks jax.jit / lax.while_loop up at call time
+        def body(s):
+            traces()
+            return s + p["b"][0]
+
+        return jax.jit(lambda s: lax.while_loop(lambda s: s < 10.0, body, s))(0.0)
+
+    with stablejit.patch():
+        assert jax.jit is stablejit.stable_jit and lax.while_loop is stablejit.while_loop
+        for seed in range(3):
+            p = {"b": jnp.abs(_params(seed)["b"]) + 1.0}
+            want = real_jit(functools.partial(_reference_loop, real_while, p["b"][0]))(0.0)
+            assert float(generate(p)) == float(want)
+    assert jax.jit is real_jit and lax.while_loop is real_while
+    assert traces.n == 1
+
+
+def test_patch_restores_on_exceptions_and_nests():
+    real_jit = jax.jit
+    with pytest.raises(KeyError):
+        with stablejit.patch():
+            raise KeyError("boom")
+    assert jax.jit is real_jit
+    stablejit.patch()
+    with stablejit.patch():
+        pass
+    assert jax.jit is stablejit.stable_jit  # the outer patch() still holds
+    stablejit.unpatch()
+    assert jax.jit is real_jit
+    with pytest.raises(RuntimeError, match="without a matching patch"):
+        stablejit.unpatch()

@@ -1,7 +1,8 @@
 """Differential fuzzing: random closure programs through stable_jit versus eager.
 
 Each example builds a program of nested closures, a lambda, a default, a
-global, a ``functools.partial`` and a bound method, all reading random values
+global, a ``functools.partial``, a bound method and two loops (``stablejit``'s
+``fori_loop`` and ``scan`` under test, ``lax``'s in the eager reference), all reading random values
 (arrays of many dtypes and shapes, PRNG keys, Python scalars including -0.0,
 NaN and big ints, strings, tuples, lists, dicts, NamedTuples, dataclass
 pytrees) from a fresh module namespace. It then calls it many times, changing
@@ -32,17 +33,19 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jax import lax
 
+import stablejit
 from stablejit import _cache, stable_jit
 
 PROFILE = os.environ.get("STABLEJIT_FUZZ", "ci")
 settings.register_profile(
-    "ci", max_examples=25, deadline=None, suppress_health_check=list(HealthCheck)
+    "ci", max_examples=20, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.register_profile(
-    "long", max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck)
+    "long", max_examples=700, deadline=None, suppress_health_check=list(HealthCheck)
 )
-STEPS = st.integers(4, 12) if PROFILE == "ci" else st.integers(20, 80)
+STEPS = st.integers(4, 12) if PROFILE == "ci" else st.integers(40, 100)
 # The long profile runs more calls between changes: hits are where a stale
 # result would show, and they are cheap, where every change may compile.
 ACTIONS = ["call", "rebind", "in place", "redefine"] + ["call"] * (0 if PROFILE == "ci" else 4)
@@ -167,6 +170,8 @@ def make(c0, c1, c2, holder):
         acc = inner(acc)
         acc = acc + 5.0 * P(d0)
         acc = holder.method(acc)
+        acc = FORI(0, 2, lambda i, a: a + P(c0) * i, acc)
+        acc = SCAN(lambda c, _: (c + 0.25 * P(c1), None), acc, None, length=2)[0]
         return PART(acc)
 
     return f
@@ -311,7 +316,9 @@ def _run(prog: Program, new_values, steps: int, data) -> None:
             prog.remake()
         shape = data.draw(st.sampled_from([(2,), (2, 3)]))
         x = jnp.asarray(np.arange(math.prod(shape), dtype=np.float32).reshape(shape))
-        want = prog.f(x)  # eager, with the program as it is now
+        prog.ns.update(FORI=lax.fori_loop, SCAN=lax.scan)
+        want = prog.f(x)  # eager, with the program as it is now, and lax's loops
+        prog.ns.update(FORI=stablejit.fori_loop, SCAN=stablejit.scan)
         got = stable_jit(prog.f)(x)
         TOTALS["calls"] += 1
         _check(got, want, f"at step {step} after {action} of {name}")

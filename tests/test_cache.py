@@ -1,5 +1,6 @@
 """The cache: bounded, thread-safe, holding no user arrays, stable under trace counters."""
 
+import functools
 import gc
 import threading
 import weakref
@@ -173,15 +174,20 @@ def test_closed_over_objects_are_freed():
     assert ref() is None
 
 
+def _adder(traces, k):
+    """A closure over ``k``, redefined on every call."""
+
+    def inner(x):
+        traces()
+        return x + k
+
+    return stable_jit(inner)
+
+
 def test_cache_is_bounded_and_least_recently_used_is_evicted(traces):
     stablejit.config.cache_size = 3
 
-    def make(k):
-        def inner(x):
-            traces()
-            return x + k
-
-        return stable_jit(inner)
+    make = functools.partial(_adder, traces)
 
     for k in range(5):
         make(k)(jnp.zeros(1))
@@ -204,12 +210,7 @@ def test_shrinking_the_cache_evicts_immediately():
 def test_a_hit_makes_an_entry_recently_used(traces):
     stablejit.config.cache_size = 3
 
-    def make(k):
-        def inner(x):
-            traces()
-            return x + k
-
-        return stable_jit(inner)
+    make = functools.partial(_adder, traces)
 
     for k in (0, 1, 2):
         make(k)(jnp.zeros(1))

@@ -19,6 +19,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ._jit import _DEFAULT_OPTIONS, StableJitted
 from ._patch import LAX
 
@@ -77,7 +79,8 @@ for _runner, _name in (
 
 
 def _static_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    # What lax.fori_loop takes as concrete bounds (and so turns into a scan).
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:

@@ -177,3 +177,10 @@ def test_patch_restores_on_exceptions_and_nests():
     assert jax.jit is real_jit
     with pytest.raises(RuntimeError, match="without a matching patch"):
         stablejit.unpatch()
+
+
+def test_fori_loop_numpy_int_bounds_are_static_so_reverse_differentiable():
+    def loss(w):
+        return stablejit.fori_loop(np.int32(0), np.int64(3), lambda i, a: a * w, 1.0)
+
+    np.testing.assert_allclose(jax.grad(loss)(2.0), 3 * 2.0**2)

@@ -2,6 +2,7 @@
 fixed when JAX starts)."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +28,36 @@ def _run(script: str, timeout: int = 300) -> str:
 
 def test_sharded_closures_shardings_shard_map_and_loops_on_eight_devices():
     assert _run("eight_devices.py").strip().endswith("ok")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_trace_once_each_and_agree():
+    port = _free_port()
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(SCRIPTS / "two_processes.py"), str(port), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            if p.returncode != 0:
+                pytest.fail(f"process failed:\n{out[-2000:]}\n{err[-3000:]}")
+            outs.append(out.strip().splitlines()[-1])
+    finally:
+        for p in procs:
+            p.kill()
+    assert [o.split()[:2] for o in outs] == [["ok", "0"], ["ok", "1"]]
+    assert outs[0].split()[2] == outs[1].split()[2]  # the same global result

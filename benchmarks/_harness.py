@@ -20,12 +20,29 @@ def parse_args(description: str, **defaults) -> argparse.Namespace:
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--rounds", type=int, default=defaults.get("rounds", 15))
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument(
+        "--host-devices", type=int, default=0, help="split the CPU into N devices (XLA_FLAGS)"
+    )
     for name, help_text in defaults.get("extra", {}).items():
         p.add_argument(f"--{name}", default=None, help=help_text)
     args = p.parse_args()
     # Must happen before jax is imported anywhere.
     os.environ["JAX_PLATFORMS"] = "cuda" if args.device == "gpu" else "cpu"
+    if args.host_devices:
+        flag = f"--xla_force_host_platform_device_count={args.host_devices}"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
     return args
+
+
+def data_sharding():
+    """A sharding that splits axis 0 over every device, or None on one device."""
+    import jax
+    import numpy as np
+
+    if jax.device_count() == 1:
+        return None
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
 
 
 def interleaved(variants: dict[str, tuple[Callable[[], object], int]], rounds: int) -> dict:
@@ -58,6 +75,7 @@ def environment() -> dict:
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "device": str(jax.devices()[0].device_kind),
+        "devices": jax.device_count(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
@@ -74,7 +92,8 @@ def write(name: str, out: Path, payload: dict, table: str) -> None:
     """Writes ``<name>.json`` and ``<name>.md`` (the table plus environment)."""
     out.mkdir(parents=True, exist_ok=True)
     backend = payload["environment"]["backend"]
-    stem = f"{name}-{backend}"
+    devices = payload["environment"]["devices"]
+    stem = f"{name}-{backend}" + (f"-{devices}dev" if devices > 1 else "")
     (out / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
     env = ", ".join(f"{k} {v}" for k, v in payload["environment"].items())
     (out / f"{stem}.md").write_text(f"# {name} ({backend})\n\n{table}\n\n_{env}_\n")

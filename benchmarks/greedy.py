@@ -159,7 +159,11 @@ def main():
     cfg = SIZES[size]
     model = Decoder(**cfg)
     params = [init_params(jax.random.key(s), **cfg) for s in range(2)]
-    ids = jax.random.randint(jax.random.key(7), (2, cfg["prompt"]), 0, cfg["vocab"])
+    sharding = _harness.data_sharding()  # --host-devices: a batch row per device
+    batch = 2 if sharding is None else jax.device_count()
+    ids = jax.random.randint(jax.random.key(7), (batch, cfg["prompt"]), 0, cfg["vocab"])
+    if sharding is not None:
+        ids = jax.device_put(ids, sharding)
     m, pad, eos = cfg["max_length"], 0, cfg["vocab"] - 1
     calls = {"n": 0}
 
@@ -215,7 +219,8 @@ def main():
     eager_t, persistent_t, stable_t, hoisted_t = t.values()
     rows = [
         f"Greedy decoding, {size}: {cfg['layers']} layers, d={cfg['d']}, vocab {cfg['vocab']}, "
-        f"{cfg['max_length'] - cfg['prompt']} new tokens, batch 2; new params every call.",
+        f"{cfg['max_length'] - cfg['prompt']} new tokens, batch {batch}, {jax.device_count()} "
+        "device(s); new params every call.",
         "",
         "| variant | per call (median) |",
         "|---|---:|",

@@ -74,6 +74,8 @@ def outer_floor(a):
 
 def main():
     a = jnp.arange(8.0)
+    if _harness.data_sharding() is not None:  # --host-devices: split `a` over them
+        a = jax.device_put(a, _harness.data_sharding())
     outers = {
         "jax.jit (nested)": outer_jax,
         "stable_jit (nested)": outer_stable,

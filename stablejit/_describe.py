@@ -17,6 +17,7 @@ import numpy as np
 
 from ._code import code_info
 from ._kinds import LEAF, MISSING, classify
+from ._sinks import SINK
 
 MAX_ROWS = 2000
 """Parts listed at most (a model's parameter tree can be large)."""
@@ -167,6 +168,8 @@ def describe(fn: Any) -> Description:
             key = KeyWalker().walk(v)
             if key is LEAF:
                 rows.append(Row(path, _aval(v), hash(_aval(v)), True))
+            elif key is SINK:
+                rows.append(Row(path, "(side channel: not keyed)", hash("sink"), False))
             else:
                 rows.append(Row(path, _short(v), _token(key), False))
         else:

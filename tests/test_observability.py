@@ -241,3 +241,17 @@ def test_config_reads_the_environment(monkeypatch):
     monkeypatch.setenv("STABLEJIT_RECOMPILE_LIMIT", "many")
     with pytest.raises(ValueError, match="STABLEJIT_RECOMPILE_LIMIT"):
         type(stablejit.config)()
+
+
+def test_side_channels_are_described_as_not_keyed():
+    seen = []
+
+    def f(x):
+        seen.append(1)
+        return x
+
+    g = stable_jit(f)
+    g(jnp.ones(1))
+    assert (
+        dict(stablejit.describe(g).static)["closure variable 'seen'"] == "(side channel: not keyed)"
+    )

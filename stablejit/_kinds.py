@@ -591,6 +591,16 @@ def _same_atom(v, expected) -> bool:
     return repr(v) == repr(expected) if t is float or t is complex else v == expected
 
 
+def _fits(v, expected, leaves) -> bool:
+    """Whether ``v`` may stand where a fast-path record saw ``expected`` (not
+    ``v`` itself): another array for an array (appended to ``leaves``), or an
+    equal atom."""
+    if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
+        leaves.append(v)
+        return True
+    return _same_atom(v, expected)
+
+
 class _FastPath:
     """The last key of functions with one code object, and how to re-check it.
 
@@ -682,12 +692,9 @@ class _FastPath:
             v = g.get(name, MISSING)
             if v is MISSING:
                 v = fn.__builtins__.get(name, MISSING)
-            if v is not expected:
-                if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
-                    leaves.append(v)
-                elif not _same_atom(v, expected):
-                    del leaves[n:]
-                    return None
+            if v is not expected and not _fits(v, expected, leaves):
+                del leaves[n:]
+                return None
         cells = self.cells
         if not cells:  # (a zip here would cost more than everything above)
             return self.key
@@ -697,12 +704,9 @@ class _FastPath:
                 v = closure[i].cell_contents
             except ValueError:
                 v = MISSING
-            if v is not expected:
-                if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
-                    leaves.append(v)
-                elif not _same_atom(v, expected):
-                    del leaves[n:]
-                    return None
+            if v is not expected and not _fits(v, expected, leaves):
+                del leaves[n:]
+                return None
         return self.key
 
 

@@ -1,12 +1,12 @@
 import jax
 import pytest
 
+import stablejit
+from stablejit import _cache
+
 # Scripts run as subprocesses by test_sharding.py (they need their own JAX
 # start-up): not test modules, and not to be imported by --doctest-modules.
 collect_ignore = ["_sharding"]
-
-import stablejit
-from stablejit import _cache
 
 
 @pytest.fixture(autouse=True)

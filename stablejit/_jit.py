@@ -253,22 +253,17 @@ class StableJitted:
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)
-        w = KeyWalker()
-        fkey = w.walk(fn)
-        if opts.broadcast_in_shardings:
-            key = (opts.key, len(args), fkey)
-        else:
-            key = (opts.key, fkey)
+        key, leaves = self._key(args)
         entry = CACHE.get(key)
         if entry is not None:
             ready = entry.ready
             if ready is not None:
                 entry.hits += 1
-                if type(fn) is types.FunctionType and not opts.broadcast_in_shardings:
+                if type(fn) is _FunctionType and not opts.broadcast_in_shardings:
                     fast = _CODE_INFO[id(fn.__code__)].fast[0]
-                    if fast is not None and fast.key is fkey:
+                    if fast is not None and fast.key is key[-1]:  # the walk just built it
                         fast.entries[opts] = entry
-                return ready(*w.leaves, *args, **kwargs)
+                return ready(*leaves, *args, **kwargs)
         return self._first_call(args, kwargs)
 
     def _entry(self, key, leaves, args):

@@ -44,7 +44,10 @@ settings.register_profile(
     "ci", max_examples=20, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.register_profile(
-    "long", max_examples=500, deadline=None, suppress_health_check=list(HealthCheck)
+    "long",
+    max_examples=int(os.environ.get("STABLEJIT_FUZZ_EXAMPLES", "500")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
 )
 STEPS = st.integers(4, 12) if PROFILE == "ci" else st.integers(60, 140)
 # The long profile runs more calls between changes: hits are where a stale
@@ -272,16 +275,21 @@ def _check(got, want, where: str) -> None:
         raise AssertionError(f"stale or wrong result {where}") from None
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _report():
-    yield
-    print(f"\nfuzz ({PROFILE}): {TOTALS}")
+def _write_totals() -> None:
+    # Written after every program, so a long run that is stopped still reports
+    # what it checked.
     if PROFILE == "long":
         shard = os.environ.get("STABLEJIT_FUZZ_PART", "all")
         out = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
         out = out / f"fuzz-long-{shard}.json"
         out.write_text(json.dumps({"profile": PROFILE, "part": shard, **TOTALS}, indent=2) + "\n")
-        print(f"\nfuzz ({PROFILE}): {TOTALS}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _report():
+    yield
+    print(f"\nfuzz ({PROFILE}): {TOTALS}")
+    _write_totals()
 
 
 @settings.get_profile(PROFILE)
@@ -329,4 +337,5 @@ def _run(prog: Program, new_values, steps: int, data) -> None:
         seen.add(prog.configuration(x))
     traces = len(prog.ns["T"])
     TOTALS["traces"] += traces
+    _write_totals()
     assert traces == len(seen), f"{traces} traces for {len(seen)} static configurations"

@@ -320,6 +320,20 @@ class _Subclass(Kind):
         return new
 
 
+def _with_node_data(treedef, node_type, aux, v):
+    """``treedef`` (one node over leaves) with its metadata replaced."""
+    make = getattr(treedef, "from_node_data_and_children", None)
+    if make is None:
+        raise TypeError(
+            f"stablejit cannot lift the arrays held in the static (metadata) fields of "
+            f"a {type(v).__qualname__} pytree with this JAX version ({jax.__version__}); "
+            "upgrade JAX or make those fields pytree children."
+        )
+    from jax._src.tree_util import default_registry
+
+    return make(default_registry, (node_type, aux), treedef.children())
+
+
 def _flatten_one_level(v):
     children, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda x: x is not v)
     return children, treedef
@@ -343,7 +357,10 @@ class _Pytree(Kind):
     def rebuild(self, r, v, i):
         children, treedef = _flatten_one_level(v)
         walk = r.walk
-        walk(treedef.node_data()[1])
+        node_type, aux = treedef.node_data()
+        new_aux = walk(aux)
+        if new_aux is not aux:  # the metadata holds lifted arrays (a closure over one)
+            treedef = _with_node_data(treedef, node_type, new_aux, v)
         return treedef.unflatten([walk(c) for c in children])
 
     def children(self, w, v):

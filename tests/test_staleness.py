@@ -285,3 +285,29 @@ def test_dict_insertion_order_is_keyed_because_iteration_sees_it():
     w = {"a": jnp.ones(()), "b": jnp.ones(()) * 2}
     np.testing.assert_array_equal(outer(w), [1.0, 2.0])
     np.testing.assert_array_equal(outer({"b": w["b"], "a": w["a"]}), [2.0, 1.0])
+
+
+def test_arrays_closed_over_in_pytree_metadata_are_lifted_not_baked(traces):
+    import dataclasses
+
+    if not hasattr(jax.tree_util.tree_structure(0), "from_node_data_and_children"):
+        pytest.skip("rebuilding pytree metadata needs PyTreeDef.from_node_data_and_children")
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class State:
+        w: jax.Array
+        fn: object = dataclasses.field(metadata={"static": True})
+
+    def scaler(a):
+        def fn(x):
+            traces()
+            return x * a
+
+        return fn
+
+    for k in (2.0, 3.0, 4.0):
+        s = State(jnp.ones(2), scaler(jnp.full(2, k)))
+        f = stable_jit(lambda x, s=s: s.fn(x) + s.w)
+        np.testing.assert_array_equal(f(jnp.ones(2)), [k + 1] * 2)
+    assert traces.n == 1

@@ -23,6 +23,7 @@ from . import _explain, _stats
 from ._config import config
 from ._fingerprint import fingerprint, rebuild
 from ._sinks import Snapshot
+from ._statics import rebox, unbox
 
 _LOCK = threading.RLock()
 
@@ -110,13 +111,21 @@ def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signat
 
     def canonical(*args, **kwargs):
         fn = current_callable()
+        rest = args[n_leaves:]
+        call = unbox(fn, rest, kwargs)
+        subject = fn if call is None else call
         with TRACE_LOCK:
             entry.traces += 1
             start = time.perf_counter()
-            snapshot = Snapshot(fn)
-            out = rebuild(fn, args[:n_leaves])(*args[n_leaves:], **kwargs)
+            snapshot = Snapshot(subject)
+            new = rebuild(subject, args[:n_leaves])
+            if call is None:
+                out = new(*rest, **kwargs)
+            else:
+                new_rest, new_kwargs = rebox(rest, kwargs, new.values)
+                out = new.fn(*new_rest, **new_kwargs)
             if snapshot.commit():
-                _alias_after_trace(entry, fn)
+                _alias_after_trace(entry, subject)
             entry.trace_seconds += time.perf_counter() - start
         stats = entry.stats
         if stats is not None:
@@ -133,7 +142,8 @@ def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signat
 
 
 def _alias_after_trace(entry: Entry, fn) -> None:
-    """Also files ``entry`` under ``fn``'s key now that tracing made sinks.
+    """Also files ``entry`` under ``fn``'s key now that tracing made sinks
+    (``fn``: what the call is keyed on, see _statics).
 
     The key computed before the trace still walked the state the trace
     mutated (see :mod:`stablejit._sinks`); later calls key without it.

@@ -18,6 +18,7 @@ from ._describe import callables_in, display_name, location
 from ._fingerprint import KeyWalker
 from ._kinds import Kind, register_kind
 from ._patch import JIT
+from ._statics import StaticSlots, release
 from ._stats import CacheInfo
 
 _UNSPECIFIED = object()
@@ -81,7 +82,7 @@ def _shift(nums: tuple[int, ...], n: int) -> tuple[int, ...]:
 class _Options:
     """``jax.jit`` options, validated once, with the kwargs for the canonical jit."""
 
-    __slots__ = ("user", "key", "broadcast_in_shardings", "static_argnums")
+    __slots__ = ("user", "key", "broadcast_in_shardings", "static_argnums", "statics")
 
     def __init__(self, user: dict):
         unknown = set(user) - set(_JIT_DEFAULTS)
@@ -90,7 +91,10 @@ class _Options:
         self.user = user
         opts = {**_JIT_DEFAULTS, **user}
         self.static_argnums = _index_tuple("static_argnums", opts["static_argnums"])
-        _name_tuple("static_argnames", opts["static_argnames"])
+        names = _name_tuple("static_argnames", opts["static_argnames"])
+        self.statics = (
+            StaticSlots(self.static_argnums, names) if names or self.static_argnums else None
+        )
         _index_tuple("donate_argnums", opts["donate_argnums"])
         _name_tuple("donate_argnames", opts["donate_argnames"])
         ins = opts["in_shardings"]
@@ -224,11 +228,16 @@ class StableJitted:
         # method (keyed by the structure of ``obj``).
         if obj is None:
             return self
-        return StableJitted(types.MethodType(self._fun, obj), self._opts)
+        return _wrap(types.MethodType(self._fun, obj), self._opts)
 
-    def _key(self, args):
+    def _prepare(self, args, kwargs):
+        """``(subject, args, kwargs)``: what the call is keyed on, and the
+        arguments as the canonical jit takes them (see _statics)."""
+        return self._fun, args, kwargs
+
+    def _key(self, args, subject=None):
         w = KeyWalker()
-        fkey = w.walk(self._fun)
+        fkey = w.walk(self._fun if subject is None else subject)
         if self._opts.broadcast_in_shardings:
             return (self._opts.key, len(args), fkey), w.leaves
         return (self._opts.key, fkey), w.leaves
@@ -266,7 +275,7 @@ class StableJitted:
                 return ready(*leaves, *args, **kwargs)
         return self._first_call(args, kwargs)
 
-    def _entry(self, key, leaves, args):
+    def _entry(self, key, leaves, args, subject):
         fn = self._fun
 
         def build(entry):
@@ -290,7 +299,7 @@ class StableJitted:
             return entry
         tag = self._tag()
         stats = _stats.stats_for(tag, display_name(fn), location(fn))
-        if not _explain.on_new_key(stats, fn, key):
+        if not _explain.on_new_key(stats, subject, key):
             return None
         entry = _cache.get_or_create(key, tag, build)
         entry.stats = stats
@@ -309,19 +318,21 @@ class StableJitted:
         with _cache.TRACE_LOCK:
             # The hot path's key may have been read while another thread's
             # trace was mutating state (see TRACE_LOCK): read it with none running.
-            key, leaves = self._key(args)
-            entry = self._entry(key, leaves, args)
+            subject, cargs, ckwargs = self._prepare(args, kwargs)
+            key, leaves = self._key(cargs, subject)
+            entry = self._entry(key, leaves, cargs, subject)
             if entry is None:
                 return self._uncached()(*args, **kwargs)
             jitted = entry.jitted
             if entry.ready is None:
                 # Trace under the lock, so racing first calls trace once; JAX
                 # caches the trace, and the call below compiles outside the lock.
-                jitted.trace(*leaves, *args, **kwargs)
+                jitted.trace(*leaves, *cargs, **ckwargs)
         try:
-            out = jitted(*leaves, *args, **kwargs)
+            out = jitted(*leaves, *cargs, **ckwargs)
         finally:
             _stats.done_compiling()
+            release(cargs, ckwargs)
         if entry.jitted is jitted:  # not evicted meanwhile
             entry.ready = jitted
         return out
@@ -329,12 +340,13 @@ class StableJitted:
     @_cache.entry_point
     def _stage(self, method: str, args, kwargs):
         with _cache.TRACE_LOCK:
-            key, leaves = self._key(args)
-            entry = self._entry(key, leaves, args)
+            subject, cargs, ckwargs = self._prepare(args, kwargs)
+            key, leaves = self._key(cargs, subject)
+            entry = self._entry(key, leaves, cargs, subject)
             if entry is None:
                 return getattr(self._uncached(), method)(*args, **kwargs), []
             try:
-                return getattr(entry.jitted, method)(*leaves, *args, **kwargs), leaves
+                return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
             finally:
                 _stats.done_compiling()
 
@@ -502,7 +514,32 @@ def stable_jit(
 
 def _wrap(fun, opts):
     _check_callable(fun)
-    return StableJitted(fun, opts)
+    return (StableJitted if opts.statics is None else _StableJittedStatics)(fun, opts)
+
+
+class _StableJittedStatics(StableJitted):
+    """A :class:`StableJitted` with static arguments, which join the key (see
+    _statics): no per-code fast path, as the arguments change per call."""
+
+    __slots__ = ()
+
+    def _prepare(self, args, kwargs):
+        return self._opts.statics.box(self._fun, args, kwargs)
+
+    @_cache.entry_point
+    def __call__(self, *args, **kwargs):
+        subject, cargs, ckwargs = self._opts.statics.box(self._fun, args, kwargs)
+        key, leaves = self._key(cargs, subject)
+        entry = CACHE.get(key)
+        if entry is not None:
+            ready = entry.ready
+            if ready is not None:
+                entry.hits += 1
+                try:
+                    return ready(*leaves, *cargs, **ckwargs)
+                finally:
+                    release(cargs, ckwargs)
+        return self._first_call(args, kwargs)
 
 
 class _StableKind(Kind):
@@ -520,7 +557,8 @@ class _StableKind(Kind):
         return f._opts.key
 
     def rebuild(self, r, f, i):
-        return StableJitted(r.walk(f._fun), f._opts)
+        return type(f)(r.walk(f._fun), f._opts)
 
 
 register_kind(StableJitted, _StableKind())
+register_kind(_StableJittedStatics, _StableKind())

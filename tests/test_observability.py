@@ -100,7 +100,7 @@ def test_static_keyword_argument_change_is_named(explain):
     f = stable_jit(lambda x, *, n: x * n, static_argnames="n")
     f(jnp.ones(1), n=2)
     f(jnp.ones(1), n=3)
-    assert explain()[-1].endswith("keyword argument 'n': 2 → 3")
+    assert explain()[-1].endswith("static argument 'n' changed 2 → 3")
 
 
 def test_hits_log_nothing_and_describe_nothing(explain, monkeypatch):

@@ -1,0 +1,160 @@
+"""Static arguments, keyed by structure like everything a function closes over.
+
+``jax.jit`` keys a static argument by its ``__hash__``/``__eq__``, so a fresh
+``optax.adam(1e-3)`` (a NamedTuple of new closures) or a user function passed
+as a static argument misses every time, and an object mutated in place hits a
+stale trace. ``stable_jit`` walks static arguments with the function: they
+join its key (arrays inside them are lifted), and jax.jit sees each one in a
+:class:`Box` that equals every other box — the key has already told values
+apart — and carries the value to the trace.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ._kinds import Kind, _keys, register_kind
+
+
+class Box:
+    """A static argument as the canonical ``jax.jit`` sees it."""
+
+    __slots__ = ("value", "label")
+
+    def __init__(self, value, label: str):
+        self.value = value
+        self.label = label
+
+    def __hash__(self):
+        return 0x5EED
+
+    def __eq__(self, other):
+        return type(other) is Box
+
+    def __repr__(self):
+        return "<static argument, keyed by stablejit>"
+
+
+class WithStatics:
+    """What a call with static arguments is keyed on: the function and the
+    static values, each labelled with the parameter it was passed as."""
+
+    __slots__ = ("fn", "values", "labels")
+
+    def __init__(self, fn, values: tuple, labels: tuple):
+        self.fn = fn
+        self.values = values
+        self.labels = labels
+
+
+class _WithStaticsKind(Kind):
+    name = "call"
+
+    def key(self, w, s):
+        return (WithStatics, s.labels, w.walk(s.fn), _keys(w, s.values))
+
+    def rebuild(self, r, s, i):
+        walk = r.walk
+        fn = walk(s.fn)
+        return WithStatics(fn, tuple([walk(v) for v in s.values]), s.labels)
+
+    def children(self, w, s):
+        return [("function", s.fn)] + [
+            (f"static argument {label}", v) for label, v in zip(s.labels, s.values, strict=True)
+        ]
+
+
+register_kind(WithStatics, _WithStaticsKind())
+
+
+class StaticSlots:
+    """Which of a call's arguments are static, resolved like ``jax.jit`` does:
+    ``static_argnames`` also name positional uses and ``static_argnums`` keyword
+    uses, through the function's signature, unless both are given."""
+
+    __slots__ = ("nums", "names", "_memo")
+
+    def __init__(self, nums: tuple[int, ...], names: tuple[str, ...]):
+        self.nums = nums
+        self.names = names
+        self._memo: dict = {}
+
+    def _resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        memo_key = (code, type(fn)) if code is not None else None
+        out = self._memo.get(memo_key) if memo_key is not None else None
+        if out is not None:
+            return out
+        nums, names = self.nums, self.names
+        if not (nums and names):
+            try:
+                params = list(inspect.signature(fn).parameters.values())
+            except (TypeError, ValueError):
+                params = []
+            pk = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            if names:
+                nums = tuple(i for i, p in enumerate(params) if p.kind == pk and p.name in names)
+            else:
+                names = tuple(p.name for i, p in enumerate(params) if p.kind == pk and i in nums)
+        out = (nums, frozenset(names))
+        if memo_key is not None:
+            self._memo[memo_key] = out
+        return out
+
+    def box(self, fn, args: tuple, kwargs: dict) -> tuple[WithStatics, tuple, dict]:
+        """The call keyed as a whole, and its arguments with statics boxed.
+
+        Boxes are in argument order then keyword order sorted by name, the
+        order :func:`unbox` reads them back in.
+        """
+        nums, names = self._resolved(fn)
+        n = len(args)
+        positions = sorted({i % n for i in nums if -n <= i < n}) if n else []
+        args = list(args)
+        values, labels = [], []
+        for i in positions:
+            values.append(args[i])
+            labels.append(str(i))
+            args[i] = Box(args[i], labels[-1])
+        if kwargs and names:
+            kwargs = dict(kwargs)
+            for k in sorted(kwargs):
+                if k in names:
+                    values.append(kwargs[k])
+                    labels.append(repr(k))
+                    kwargs[k] = Box(kwargs[k], labels[-1])
+        return WithStatics(fn, tuple(values), tuple(labels)), tuple(args), kwargs
+
+
+def unbox(fn, args: tuple, kwargs: dict) -> tuple[Any, WithStatics | None]:
+    """At trace time: the call as :meth:`StaticSlots.box` keyed it, or None
+    without static arguments."""
+    boxes = [a for a in args if type(a) is Box]
+    boxes += [kwargs[k] for k in sorted(kwargs) if type(kwargs[k]) is Box]
+    if not boxes:
+        return None
+    return WithStatics(fn, tuple([b.value for b in boxes]), tuple([b.label for b in boxes]))
+
+
+def rebox(args: tuple, kwargs: dict, values) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with the boxes replaced by ``values``, in order."""
+    it = iter(values)
+    args = tuple([next(it) if type(a) is Box else a for a in args])
+    if kwargs:
+        kwargs = dict(kwargs)
+        for k in sorted(kwargs):
+            if type(kwargs[k]) is Box:
+                kwargs[k] = next(it)
+    return args, kwargs
+
+
+def release(args: tuple, kwargs: dict) -> None:
+    """Empties the boxes of a call that has returned: JAX's own cache keeps the
+    first call's boxes, and must not keep the user's values alive with them."""
+    for a in args:
+        if type(a) is Box:
+            a.value = None
+    for a in kwargs.values():
+        if type(a) is Box:
+            a.value = None

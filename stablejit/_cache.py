@@ -21,7 +21,7 @@ from typing import Any
 
 from . import _explain, _stats
 from ._config import config
-from ._fingerprint import fingerprint, rebuild
+from ._fingerprint import Lift, fingerprint, rebuild
 from ._sinks import Snapshot
 from ._statics import rebox, unbox
 
@@ -102,7 +102,9 @@ def current_callable():
     )
 
 
-def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signature) -> Callable:
+def make_canonical(
+    entry: Entry, n_leaves: int, name: str, qualname: str, signature, lift: Lift = None
+) -> Callable:
     """The function jitted for ``entry``: rebuilds the callable and calls it.
 
     Its first ``n_leaves`` arguments are the lifted leaves (a key fixes how
@@ -118,14 +120,18 @@ def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signat
             entry.traces += 1
             start = time.perf_counter()
             snapshot = Snapshot(subject)
-            new = rebuild(subject, args[:n_leaves])
-            if call is None:
-                out = new(*rest, **kwargs)
-            else:
-                new_rest, new_kwargs = rebox(rest, kwargs, new.values)
-                out = new.fn(*new_rest, **new_kwargs)
-            if snapshot.commit():
-                _alias_after_trace(entry, subject)
+            try:
+                new = rebuild(subject, args[:n_leaves], lift)
+                if call is None:
+                    out = new(*rest, **kwargs)
+                else:
+                    new_rest, new_kwargs = rebox(rest, kwargs, new.values)
+                    out = new.fn(*new_rest, **new_kwargs)
+            finally:
+                # A failed trace's writes are side channels too: the retry
+                # after a lift_scalars fallback must not see a new key.
+                if snapshot.commit():
+                    _alias_after_trace(entry, subject, lift)
             entry.trace_seconds += time.perf_counter() - start
         stats = entry.stats
         if stats is not None:
@@ -141,7 +147,7 @@ def make_canonical(entry: Entry, n_leaves: int, name: str, qualname: str, signat
     return canonical
 
 
-def _alias_after_trace(entry: Entry, fn) -> None:
+def _alias_after_trace(entry: Entry, fn, lift: Lift) -> None:
     """Also files ``entry`` under ``fn``'s key now that tracing made sinks
     (``fn``: what the call is keyed on, see _statics).
 
@@ -149,13 +155,25 @@ def _alias_after_trace(entry: Entry, fn) -> None:
     mutated (see :mod:`stablejit._sinks`); later calls key without it.
     """
     first = entry.keys[0]
-    post_key = first[:-1] + (fingerprint(fn)[0],)
+    post_key = first[:-1] + (fingerprint(fn, lift)[0],)
     if post_key in CACHE:
         return
     with _LOCK:
         if entry in _ENTRIES and post_key not in CACHE:
             CACHE[post_key] = entry
             entry.keys.append(post_key)
+
+
+STATIC_SCALARS: set = set()
+"""``(options, function key)`` of variants whose lifted Python numbers failed
+to trace (see ``lift_scalars``): keyed with static numbers instead."""
+
+
+def keep_scalars_static(keys, entry: Entry) -> None:
+    with _LOCK:
+        STATIC_SCALARS.update(keys)
+        if entry in _ENTRIES:
+            _drop_locked(entry)
 
 
 def lookup(key) -> Entry | None:
@@ -219,6 +237,8 @@ def clear(tag=None) -> int:
     """Drops the entries with ``tag`` (all entries if None); returns how many."""
     with _LOCK:
         victims = [e for e in _ENTRIES if tag is None or e.tag == tag]
+        if tag is None:
+            STATIC_SCALARS.clear()
         for e in victims:
             _drop_locked(e)
         _stats.forget(tag)

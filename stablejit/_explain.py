@@ -108,7 +108,7 @@ def _hint(values: list[str]) -> str:
         [float(v) for v in values]
     except ValueError:
         return ""
-    return "; make it an array to lift it"
+    return "; make it an array, or pass lift_scalars=True, to lift it"
 
 
 def _summary(tree) -> str:

@@ -18,6 +18,9 @@ from typing import Any
 from . import _sinks
 from ._kinds import KEYS, TABLE, classify
 
+Lift = None | bool | frozenset
+"""What ``lift_scalars`` asks for: None, True, or variable names."""
+
 
 def _key_of(v):
     return classify(v).key
@@ -26,17 +29,23 @@ def _key_of(v):
 class KeyWalker:
     """Computes a static key and collects the leaves, in walk order."""
 
-    __slots__ = ("leaves", "seen", "sinks")
+    __slots__ = ("leaves", "seen", "sinks", "lift", "name_ok")
 
     exact = True
     """Whether this walk only needs the key and leaves, so that kinds may
-    take shortcuts; walks that watch each visit set it False."""
+    take shortcuts; walks that watch each visit, or that lift scalars, set
+    it False."""
 
-    def __init__(self):
+    def __init__(self, lift: Lift = None):
         self.leaves: list = []
         self.seen: dict[int, int] = {}
         # One version of the side channels for the whole walk (see _sinks).
         self.sinks = _sinks.SINKS
+        # Which Python numbers are lifted like arrays (see lift_scalars): None,
+        # True (every float and complex) or the names of the variables whose
+        # numbers are; ``name_ok`` is set while such a variable is walked.
+        self.lift = lift
+        self.name_ok = False
 
     def walk(self, v: Any):
         return (KEYS.get(type(v)) or _key_of(v))(self, v)
@@ -76,9 +85,19 @@ class Visits(dict):
         self.on_first(k)
 
 
-def fingerprint(fn: Any) -> tuple[Any, list]:
+def walker(lift: Lift = None) -> KeyWalker:
+    """A key walk; one that lifts scalars takes no shortcuts (see ``exact``)."""
+    return KeyWalker() if lift is None else _LiftingWalker(lift)
+
+
+class _LiftingWalker(KeyWalker):
+    __slots__ = ()
+    exact = False
+
+
+def fingerprint(fn: Any, lift: Lift = None) -> tuple[Any, list]:
     """Returns ``(static_key, leaves)`` of ``fn``."""
-    w = KeyWalker()
+    w = walker(lift)
     return w.walk(fn), w.leaves
 
 
@@ -94,8 +113,8 @@ class Plan(KeyWalker):
 
     exact = False
 
-    def __init__(self, fn):
-        super().__init__()
+    def __init__(self, fn, lift: Lift = None):
+        super().__init__(lift)
         self.has_leaf: list[bool] = []
         self.end: list[int] = []
         self.parent: list[int] = []
@@ -182,11 +201,12 @@ class Rebuilder:
         return (TABLE.get(type(v)) or classify(v)).rebuild(self, v, i)
 
 
-def rebuild(fn: Any, leaves) -> Any:
-    """Returns ``fn`` with its leaves replaced, in walk order, by ``leaves``."""
+def rebuild(fn: Any, leaves, lift: Lift = None) -> Any:
+    """Returns ``fn`` with its leaves replaced, in walk order, by ``leaves``
+    (``lift``: as for the walk that collected them)."""
     if not leaves:
         return fn
-    plan = Plan(fn)
+    plan = Plan(fn, lift)
     if len(plan.leaves) != len(leaves):
         raise RuntimeError(
             f"stablejit internal error: {len(plan.leaves)} leaves at trace time, "

@@ -15,13 +15,14 @@ from ._cache import CACHE
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
 from ._describe import callables_in, display_name, location
-from ._fingerprint import KeyWalker
+from ._fingerprint import KeyWalker, Lift, walker
 from ._kinds import Kind, register_kind
 from ._patch import JIT
 from ._statics import StaticSlots, release
 from ._stats import CacheInfo
 
 _UNSPECIFIED = object()
+_NUMBERS = (int, float, complex)
 _FunctionType = types.FunctionType
 _JIT_DEFAULTS = {
     "in_shardings": _UNSPECIFIED,
@@ -68,6 +69,18 @@ def _name_tuple(name, value) -> tuple[str, ...]:
     return out
 
 
+def _lift_option(value) -> Lift:
+    if value is False or value is None:
+        return None
+    if value is True:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (str, Iterable)):
+        raise TypeError(
+            f"lift_scalars must be a bool or a sequence of variable names, got {value!r}"
+        )
+    return frozenset(_name_tuple("lift_scalars", value))
+
+
 def _hashable(tree) -> Any:
     leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=lambda x: x is None)
     return (treedef, tuple(leaves))
@@ -82,12 +95,22 @@ def _shift(nums: tuple[int, ...], n: int) -> tuple[int, ...]:
 class _Options:
     """``jax.jit`` options, validated once, with the kwargs for the canonical jit."""
 
-    __slots__ = ("user", "key", "broadcast_in_shardings", "static_argnums", "statics")
+    __slots__ = (
+        "user",
+        "key",
+        "static_key",
+        "broadcast_in_shardings",
+        "static_argnums",
+        "statics",
+        "lift",
+    )
 
     def __init__(self, user: dict):
-        unknown = set(user) - set(_JIT_DEFAULTS)
+        unknown = set(user) - set(_JIT_DEFAULTS) - {"lift_scalars"}
         if unknown:
             raise TypeError(f"stable_jit() got unexpected keyword arguments {sorted(unknown)}")
+        user = dict(user)
+        self.lift = _lift_option(user.pop("lift_scalars", False))
         self.user = user
         opts = {**_JIT_DEFAULTS, **user}
         self.static_argnums = _index_tuple("static_argnums", opts["static_argnums"])
@@ -117,6 +140,11 @@ class _Options:
             )
             for k, v in sorted(user.items())
         )
+        # Keys of variants that fell back to static scalars (see _key) differ
+        # from lifted ones by this head.
+        self.static_key = self.key
+        if self.lift is not None:
+            self.key += (("lift_scalars", self.lift),)
 
     def jit_kwargs(self, n_leaves: int, n_dynamic: int | None) -> dict:
         """kwargs for ``jax.jit(canonical, ...)``, whose first ``n_leaves``
@@ -235,12 +263,30 @@ class StableJitted:
         arguments as the canonical jit takes them (see _statics)."""
         return self._fun, args, kwargs
 
-    def _key(self, args, subject=None):
-        w = KeyWalker()
-        fkey = w.walk(self._fun if subject is None else subject)
-        if self._opts.broadcast_in_shardings:
-            return (self._opts.key, len(args), fkey), w.leaves
-        return (self._opts.key, fkey), w.leaves
+    def _key(self, args, subject=None, static_scalars=False):
+        opts = self._opts
+        subject = self._fun if subject is None else subject
+        head = opts.key
+        if opts.lift is None or static_scalars:
+            if static_scalars:
+                head = opts.static_key
+            w = KeyWalker()
+            fkey = w.walk(subject)
+        else:
+            w = walker(opts.lift)
+            fkey = w.walk(subject)
+            if (head, fkey) in _cache.STATIC_SCALARS:
+                # This variant failed to trace with its scalars lifted.
+                head = opts.static_key
+                w = KeyWalker()
+                fkey = w.walk(subject)
+        if opts.broadcast_in_shardings:
+            return (head, len(args), fkey), w.leaves
+        return (head, fkey), w.leaves
+
+    def _lift_of(self, key) -> Lift:
+        """How the leaves of ``key`` were collected."""
+        return self._opts.lift if key[0] is self._opts.key else None
 
     @_cache.entry_point
     def __call__(self, *args, **kwargs):
@@ -291,6 +337,7 @@ class StableJitted:
                 name,
                 getattr(fn, "__qualname__", name),
                 _signature(fn, n_leaves),
+                self._lift_of(key),
             )
             return JIT(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
 
@@ -314,12 +361,12 @@ class StableJitted:
         return JIT(self._fun, **self._opts.user)
 
     @_cache.entry_point
-    def _first_call(self, args, kwargs):
+    def _first_call(self, args, kwargs, static_scalars=False):
         with _cache.TRACE_LOCK:
             # The hot path's key may have been read while another thread's
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             subject, cargs, ckwargs = self._prepare(args, kwargs)
-            key, leaves = self._key(cargs, subject)
+            key, leaves = self._key(cargs, subject, static_scalars)
             entry = self._entry(key, leaves, cargs, subject)
             if entry is None:
                 return self._uncached()(*args, **kwargs)
@@ -327,7 +374,14 @@ class StableJitted:
             if entry.ready is None:
                 # Trace under the lock, so racing first calls trace once; JAX
                 # caches the trace, and the call below compiles outside the lock.
-                jitted.trace(*leaves, *cargs, **ckwargs)
+                try:
+                    jitted.trace(*leaves, *cargs, **ckwargs)
+                except Exception:
+                    if not self._scalars_fall_back(key, entry, leaves, cargs, subject):
+                        raise
+                    jitted = None
+            if jitted is None:
+                return self._first_call(args, kwargs, static_scalars=True)
         try:
             out = jitted(*leaves, *cargs, **ckwargs)
         finally:
@@ -338,17 +392,33 @@ class StableJitted:
         return out
 
     @_cache.entry_point
-    def _stage(self, method: str, args, kwargs):
+    def _stage(self, method: str, args, kwargs, static_scalars=False):
         with _cache.TRACE_LOCK:
             subject, cargs, ckwargs = self._prepare(args, kwargs)
-            key, leaves = self._key(cargs, subject)
+            key, leaves = self._key(cargs, subject, static_scalars)
             entry = self._entry(key, leaves, cargs, subject)
             if entry is None:
                 return getattr(self._uncached(), method)(*args, **kwargs), []
             try:
                 return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
+            except Exception:
+                if not self._scalars_fall_back(key, entry, leaves, cargs, subject):
+                    raise
             finally:
                 _stats.done_compiling()
+            return self._stage(method, args, kwargs, static_scalars=True)
+
+    def _scalars_fall_back(self, key, entry, leaves, args, subject) -> bool:
+        """After a failed trace: if it lifted Python numbers (``lift_scalars``),
+        keys this variant with static numbers from now on and says so
+        (True). A lifted number used where a concrete value is needed (a
+        shape, a Python ``if``) fails only this way, so the retry is right."""
+        if self._lift_of(key) is None or not any(type(x) in _NUMBERS for x in leaves):
+            return False
+        # Keyed again: what the failed trace wrote is a side channel now.
+        after = self._key(args, subject)[0]
+        _cache.keep_scalars_static({(key[0], key[-1]), (after[0], after[-1])}, entry)
+        return True
 
     def trace(self, *args, **kwargs) -> Staged:
         """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
@@ -422,6 +492,7 @@ def stable_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    lift_scalars: bool | Iterable[str] = False,
 ):
     """``jax.jit`` whose cache survives redefinition of the function.
 
@@ -446,7 +517,13 @@ def stable_jit(
       is required (``int(a)``, a shape, a Python ``if``) raises JAX's
       concretization error.
     * Python scalars, strings and other non-array values reachable from the
-      function are static: a new value compiles a new variant.
+      function are static: a new value compiles a new variant (unless
+      ``lift_scalars`` says otherwise).
+    * Static arguments (``static_argnums``/``static_argnames``) are keyed by
+      structure like closure contents, not by ``__hash__``/``__eq__``: a fresh
+      but equal callable (``optax.adam(1e-3)``) hits, arrays inside one are
+      lifted, an object mutated in place retraces, and unhashable values
+      (lists) are accepted.
 
     Arguments:
         fun: the function (or any callable) to compile. As in ``jax.jit``, it
@@ -455,6 +532,16 @@ def stable_jit(
         donate_argnums, donate_argnames, keep_unused, device, backend, inline,
         compiler_options: exactly as for ``jax.jit``, applied to the user's
             arguments (lifted arrays are never donated).
+        lift_scalars: stablejit's own option. ``True`` lifts every Python
+            ``float`` and ``complex`` the function reaches (a learning rate, a
+            temperature) to a weakly typed input, like an array, so a new value
+            does not recompile; a sequence of names lifts the numbers (``int``
+            too) held directly by closure variables or globals of those names.
+            If the function then uses such a number where a concrete value is
+            needed (a shape, ``range``, a Python ``if``), the trace fails and
+            that variant is retraced with its numbers static, automatically.
+            Lifted numbers are tracers: code that formats or type-checks them
+            sees a tracer.
 
     Returns:
         A :class:`StableJitted` callable with ``jax.jit``'s ``lower``,
@@ -483,6 +570,7 @@ def stable_jit(
         and backend is None
         and inline is False
         and compiler_options is None
+        and lift_scalars is False
     ):
         # The common call, made on every call of a function that defines its
         # jitted function inside: kept cheap.
@@ -503,8 +591,9 @@ def stable_jit(
             ("backend", backend),
             ("inline", inline),
             ("compiler_options", compiler_options),
+            ("lift_scalars", lift_scalars),
         )
-        if v is not _JIT_DEFAULTS[k]
+        if v is not _JIT_DEFAULTS.get(k, False)
     }
     opts = _options(kwargs)
     if fun is None:

@@ -45,6 +45,9 @@ MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 LEAF = type("Leaf", (), {"__repr__": lambda self: "<leaf>"})()
 """Key of a value lifted to an input of the compiled computation."""
 
+LIFTED_SCALAR = type("LiftedScalar", (), {"__repr__": lambda self: "<lifted scalar>"})()
+"""Key of a Python number lifted to an input (see ``lift_scalars``)."""
+
 
 class Kind:
     """How one kind of value is keyed and rebuilt. Subclasses override both."""
@@ -84,13 +87,26 @@ class _Leaf(Kind):
         return r.next_leaf()
 
 
+_INT32 = range(-(2**31), 2**31)
+
+
 class _Scalar(Kind):
-    """Python scalars, by (type, value): ``1``, ``1.0`` and ``True`` differ."""
+    """Python scalars, by (type, value): ``1``, ``1.0`` and ``True`` differ.
+
+    An ``int`` is lifted only when its variable is named in ``lift_scalars``
+    (ints are mostly sizes, which must stay static), and if it fits int32.
+    """
 
     name = "scalar"
 
     def key(self, w, v):
+        if w.name_ok and type(v) is int and v in _INT32:
+            w.leaves.append(v)
+            return LIFTED_SCALAR
         return (type(v), v)
+
+    def rebuild(self, r, v, i):
+        return r.next_leaf()
 
 
 class _Str(Kind):
@@ -104,9 +120,15 @@ class _Str(Kind):
 
 
 class _Float(Kind):
+    """Floats by value, or lifted (``lift_scalars``)."""
+
     name = "float"
+    rebuild = _Scalar.rebuild
 
     def key(self, w, v):
+        if w.lift is not None and (w.lift is True or w.name_ok):
+            w.leaves.append(v)
+            return LIFTED_SCALAR
         # -0.0 == 0.0 and nan != nan: spell those out so the key is exact.
         if v == v and v != 0.0 and not math.isinf(v):
             return (type(v), v)
@@ -115,8 +137,12 @@ class _Float(Kind):
 
 class _Complex(Kind):
     name = "complex"
+    rebuild = _Scalar.rebuild
 
     def key(self, w, v):
+        if w.lift is not None and (w.lift is True or w.name_ok):
+            w.leaves.append(v)
+            return LIFTED_SCALAR
         return (type(v), float.hex(v.real), float.hex(v.imag))
 
 
@@ -392,6 +418,19 @@ def _cell_value(cell):
         return _EMPTY_CELL
 
 
+def _walk_named(w, v):
+    """Walks the value of a variable named in ``lift_scalars``: if it is a
+    number, it is lifted (see _Scalar, _Float); numbers inside containers it
+    holds are not, so that what is lifted can be read off the names."""
+    if type(v) not in (int, float, complex):
+        return w.walk(v)
+    w.name_ok = True
+    try:
+        return w.walk(v)
+    finally:
+        w.name_ok = False
+
+
 def _resolve_chain(root, chain):
     """Follows ``config.SCALE``-style chains through user modules.
 
@@ -447,6 +486,8 @@ class _Function(Kind):
         sinks = w.sinks
         gskip = _sink_of(w, g)
         gkeys = []
+        lift = w.lift
+        named = lift is not None and lift is not True
         for name in info.global_names:
             if gskip and name in gskip:
                 gkeys.append(SINK)
@@ -454,7 +495,7 @@ class _Function(Kind):
             v = g.get(name, MISSING)
             if v is MISSING:
                 v = b.get(name, MISSING)
-            gkeys.append(walk(v))
+            gkeys.append(_walk_named(w, v) if named and name in lift else walk(v))
         for chain in info.attr_chains:
             root = g.get(chain[0], MISSING)
             if isinstance(root, types.ModuleType) and not _module_is_library(root):
@@ -463,6 +504,17 @@ class _Function(Kind):
         closure = fn.__closure__
         if closure is None:
             ckeys = ()
+        elif named:
+            ckeys = tuple(
+                [
+                    SINK
+                    if sinks and _sink_of(w, c) is not False
+                    else _walk_named(w, _cell_value(c))
+                    if name in lift
+                    else walk(_cell_value(c))
+                    for name, c in zip(code.co_freevars, closure, strict=True)
+                ]
+            )
         elif sinks:
             ckeys = tuple(
                 [SINK if _sink_of(w, c) is not False else walk(_cell_value(c)) for c in closure]

@@ -18,7 +18,10 @@ def test_signature_matches_jax_jit():
     theirs = {
         k: p for k, p in inspect.signature(jax.jit).parameters.items() if k != "abstracted_axes"
     }
-    assert list(ours) == list(theirs)
+    # stablejit's own options come after jax.jit's, keyword-only.
+    own = ["lift_scalars"]
+    assert list(ours) == list(theirs) + own
+    assert all(ours[name].kind is inspect.Parameter.KEYWORD_ONLY for name in own)
     for name, p in theirs.items():
         assert ours[name].kind == p.kind, name
         if name != "fun":

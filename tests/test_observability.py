@@ -163,7 +163,7 @@ def test_recompile_limit_warns_once_naming_what_changes(limit):
     msg = str(record[0].message)
     assert "has compiled 4 distinct variants (config.recompile_limit=3)" in msg
     assert "closure variable 'k' took 4 distinct values (0.0, 0.5, 1.0, 1.5)" in msg
-    assert "make it an array to lift it" in msg
+    assert "make it an array, or pass lift_scalars=True, to lift it" in msg
     assert record[0].filename == __file__
     assert _make(0.0).cache_info().entries == 6
 

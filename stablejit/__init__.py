@@ -7,6 +7,8 @@ from ._jit import StableJitted, stable_jit
 from ._loops import cond, fori_loop, map, scan, switch, while_loop
 from ._observe import cache_info, clear_cache, describe, num_traces
 from ._patch import patch, unpatch
+from ._register import register_type
+from ._stable import StableFunction, stable
 from ._stats import CacheInfo
 
 __version__ = "0.1.0"
@@ -16,6 +18,7 @@ __all__ = [
     "Description",
     "RecompileLimitError",
     "RecompileLimitWarning",
+    "StableFunction",
     "StableJitted",
     "cache_info",
     "clear_cache",
@@ -26,7 +29,9 @@ __all__ = [
     "map",
     "num_traces",
     "patch",
+    "register_type",
     "scan",
+    "stable",
     "stable_jit",
     "switch",
     "unpatch",

@@ -1,0 +1,162 @@
+"""``stable(fn)``: a closure as a pytree, its structure static, its arrays leaves.
+
+JAX keys everything it caches on pytree structure, and a function is a leaf
+compared by identity, so a closure passed into ``jax.jit``, stored in an
+``eqx.Module`` or carried through ``lax.scan`` misses whenever it is rebuilt.
+:class:`StableFunction` is a pytree node whose auxiliary data is the
+fingerprint of the function (compared by equality) and whose children are the
+arrays it closes over: equal structure hits JAX's own caches, and the arrays
+are traced like any other input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import jax
+
+from ._fingerprint import Lift, fingerprint, rebuild
+from ._kinds import _LEAF, Kind, _keys, register_kind
+
+
+class _Hole:
+    """Stands for a leaf in a skeleton: a leaf to the walker, so the skeleton
+    of a function rebuilds exactly like the function."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<hole>"
+
+
+_HOLE = _Hole()
+register_kind(_Hole, _LEAF)
+
+
+class _Static:
+    """The auxiliary data of a :class:`StableFunction`: equal when the keys are.
+
+    It holds a skeleton of the function with every leaf replaced by a hole,
+    so JAX's caches, which keep auxiliary data, keep no user array alive.
+    """
+
+    __slots__ = ("key", "skeleton", "lift", "_hash")
+
+    def __init__(self, key, skeleton, lift: Lift):
+        self.key = key
+        self.skeleton = skeleton
+        self.lift = lift
+        self._hash = hash(key)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return type(other) is _Static and (self is other or self.key == other.key)
+
+    def __repr__(self):
+        return f"<structure of {getattr(self.skeleton, '__qualname__', self.skeleton)!r}>"
+
+
+class StableFunction:
+    """A callable that is a pytree: see :func:`stable`."""
+
+    __slots__ = ("_static", "_leaves", "_fn", "__weakref__")
+
+    def __init__(self, static: _Static, leaves: list, fn: Callable | None = None):
+        self._static = static
+        self._leaves = leaves
+        self._fn = fn  # the callable itself, once built
+
+    def __call__(self, *args, **kwargs):
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = rebuild(self._static.skeleton, self._leaves, self._static.lift)
+        return fn(*args, **kwargs)
+
+    @property
+    def __wrapped__(self):
+        return self._fn if self._fn is not None else self._static.skeleton
+
+    def __repr__(self):
+        return f"stable({self.__wrapped__!r}, {len(self._leaves)} leaves)"
+
+
+def _flatten(f: StableFunction):
+    return f._leaves, f._static
+
+
+def _unflatten(static: _Static, leaves) -> StableFunction:
+    # Leaves may be anything here (tracers, shapes, None from tree_map): the
+    # callable is built only if called.
+    return StableFunction(static, list(leaves))
+
+
+jax.tree_util.register_pytree_node(StableFunction, _flatten, _unflatten)
+
+
+class _StableFunctionKind(Kind):
+    """A :class:`StableFunction` reached from a function: its structure and
+    its leaves, not the skeleton (whose holes are not arrays)."""
+
+    name = "stable function"
+
+    def key(self, w, f):
+        return (StableFunction, f._static, _keys(w, f._leaves))
+
+    def rebuild(self, r, f, i):
+        walk = r.walk
+        return StableFunction(f._static, [walk(x) for x in f._leaves])
+
+    def children(self, w, f):
+        return [(f"[{i}]", x) for i, x in enumerate(f._leaves)]
+
+    def node_token(self, f):
+        return f._static
+
+
+register_kind(StableFunction, _StableFunctionKind())
+
+
+def stable(fn: Callable, *, lift_scalars: bool | Iterable[str] = False) -> StableFunction:
+    """Makes a closure a pytree: static part its fingerprint, children the
+    arrays it reaches.
+
+    Two ``stable`` functions built from equal structure (same code, equal
+    static values, arrays of the same shapes) have equal tree structure, so a
+    closure can be passed into ``jax.jit``, stored in an ``eqx.Module`` or
+    carried through ``lax.scan`` and JAX's own caches hit, however often it is
+    redefined. Its arrays are pytree leaves: traced inputs under
+    transformations, mapped by ``jax.tree_util``. Unlike
+    ``jax.tree_util.Partial``, any function works, nested closures and
+    globals included.
+
+    Arguments:
+        fn: the function (or any callable) to wrap.
+        lift_scalars: as for :func:`stable_jit`: also make closed-over Python
+            numbers leaves.
+
+    Returns:
+        A callable :class:`StableFunction` that calls ``fn``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from stablejit import stable
+        >>> def scaler(a):
+        ...     return stable(lambda x: x * a)
+        >>> apply = jax.jit(lambda f, x: f(x))
+        >>> apply(scaler(jnp.float32(2)), jnp.ones(2))   # compiles
+        Array([2., 2.], dtype=float32)
+        >>> apply(scaler(jnp.float32(3)), jnp.ones(2))   # hits: same structure
+        Array([3., 3.], dtype=float32)
+    """
+    if isinstance(fn, StableFunction):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"stable expects a callable, got {type(fn).__name__}: {fn!r}")
+    from ._jit import _lift_option
+
+    lift = _lift_option(lift_scalars)
+    key, leaves = fingerprint(fn, lift)
+    skeleton = rebuild(fn, [_HOLE] * len(leaves), lift)
+    return StableFunction(_Static(key, skeleton, lift), leaves, fn)

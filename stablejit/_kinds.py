@@ -1070,13 +1070,35 @@ def _is_pytree_node(cls, v) -> bool:
     )
 
 
+USER_KINDS: dict[type, Kind] = {}
+"""Kinds users declared (see register_type), for a class and its subclasses."""
+_CLASSIFIED: set[type] = set()  # types classify() chose a kind for
+
+
+def register_user_kind(cls: type, kind: Kind | None) -> None:
+    """Makes ``kind`` the kind of ``cls`` and its subclasses (None: the
+    default), replacing what classify() had chosen for them."""
+    with _TABLE_LOCK:
+        if kind is None:
+            USER_KINDS.pop(cls, None)
+        else:
+            USER_KINDS[cls] = kind
+        for t in [t for t in _CLASSIFIED | {cls} if issubclass(t, cls)]:
+            _CLASSIFIED.discard(t)
+            TABLE.pop(t, None)
+            KEYS.pop(t, None)
+
+
 def classify(v: Any) -> Kind:
     """Returns (and remembers per type) the kind of ``v``."""
     cls = type(v)
     kind = TABLE.get(cls)
     if kind is not None:
         return kind
-    if issubclass(cls, _ARRAY_BASES):
+    user = next((USER_KINDS[c] for c in cls.__mro__ if c in USER_KINDS), None)
+    if user is not None:
+        kind = user
+    elif issubclass(cls, _ARRAY_BASES):
         kind = _LEAF
     elif issubclass(cls, np.generic):
         kind = _NumpyScalar()
@@ -1102,4 +1124,6 @@ def classify(v: Any) -> Kind:
     else:
         kind = _OPAQUE
     register_kind(cls, kind)
+    with _TABLE_LOCK:
+        _CLASSIFIED.add(cls)
     return kind

@@ -23,6 +23,7 @@ from . import _explain, _stats
 from ._config import config
 from ._fingerprint import Lift, fingerprint, rebuild
 from ._sinks import Snapshot
+from ._stable import aux_holds_callables, by_structure, unwrap
 from ._statics import rebox, unbox
 
 _LOCK = threading.RLock()
@@ -103,17 +104,31 @@ def current_callable():
 
 
 def make_canonical(
-    entry: Entry, n_leaves: int, name: str, qualname: str, signature, lift: Lift = None
+    entry: Entry,
+    n_leaves: int,
+    name: str,
+    qualname: str,
+    signature,
+    lift: Lift = None,
+    adaptive: bool = False,
 ) -> Callable:
     """The function jitted for ``entry``: rebuilds the callable and calls it.
 
     Its first ``n_leaves`` arguments are the lifted leaves (a key fixes how
     many): as plain top-level arrays they cost JAX's dispatch nothing extra.
+    ``adaptive``: whether the entry may switch to passing its arguments by
+    structure (see _stable.by_structure).
     """
 
     def canonical(*args, **kwargs):
         fn = current_callable()
-        rest = args[n_leaves:]
+        rest, kwargs = unwrap(args[n_leaves:], kwargs)
+        if adaptive and entry.traces and entry.ready is entry.jitted is not None:
+            if aux_holds_callables((rest, kwargs)):
+                # A retrace with a callable in an argument's static fields:
+                # JAX compared it by identity. From the next call on, keyed
+                # by fingerprint.
+                entry.ready = by_structure(entry.jitted, n_leaves)
         call = unbox(fn, rest, kwargs)
         subject = fn if call is None else call
         with TRACE_LOCK:

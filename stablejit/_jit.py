@@ -23,6 +23,9 @@ from ._stats import CacheInfo
 
 _UNSPECIFIED = object()
 _NUMBERS = (int, float, complex)
+# Options that place or donate arguments by their pytree structure, which
+# passing them by structure (see _stable.by_structure) would change.
+_PLACED_OPTIONS = ("in_shardings", "donate_argnums", "donate_argnames")
 _FunctionType = types.FunctionType
 _JIT_DEFAULTS = {
     "in_shardings": _UNSPECIFIED,
@@ -338,6 +341,7 @@ class StableJitted:
                 getattr(fn, "__qualname__", name),
                 _signature(fn, n_leaves),
                 self._lift_of(key),
+                adaptive=not any(k in self._opts.user for k in _PLACED_OPTIONS),
             )
             return JIT(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
 

@@ -1070,6 +1070,24 @@ def _is_pytree_node(cls, v) -> bool:
     )
 
 
+class _Constant(Kind):
+    """Values that never change what is traced, whatever they are."""
+
+    name = "ignored"
+
+    def key(self, w, v):
+        return type(v)
+
+
+LIBRARY_KINDS: dict[str, Kind] = {
+    # A flax module's counter id, fresh for every module object. Flax uses it
+    # only to preserve sharing between modules, which the walk already sees
+    # as object identity; keyed by value, every rebuilt model would miss.
+    "flax.ids.FlaxId": _Constant(),
+}
+"""Kinds of library types, by qualified name, so that the library need not
+be imported to declare them."""
+
 USER_KINDS: dict[type, Kind] = {}
 """Kinds users declared (see register_type), for a class and its subclasses."""
 _CLASSIFIED: set[type] = set()  # types classify() chose a kind for
@@ -1096,6 +1114,8 @@ def classify(v: Any) -> Kind:
     if kind is not None:
         return kind
     user = next((USER_KINDS[c] for c in cls.__mro__ if c in USER_KINDS), None)
+    if user is None:
+        user = LIBRARY_KINDS.get(f"{cls.__module__}.{cls.__qualname__}")
     if user is not None:
         kind = user
     elif issubclass(cls, _ARRAY_BASES):

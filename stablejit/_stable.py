@@ -12,11 +12,13 @@ are traced like any other input.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import jax
 
-from ._fingerprint import Lift, fingerprint, rebuild
-from ._kinds import _LEAF, Kind, _keys, register_kind
+from ._fingerprint import KeyWalker, Lift, fingerprint, rebuild
+from ._kinds import _ARRAY_BASES, _LEAF, Kind, _keys, register_kind
+from ._statics import Box
 
 
 class _Hole:
@@ -58,55 +60,81 @@ class _Static:
         return f"<structure of {getattr(self.skeleton, '__qualname__', self.skeleton)!r}>"
 
 
-class StableFunction:
-    """A callable that is a pytree: see :func:`stable`."""
+class StableTree:
+    """Any value as a pytree keyed by its fingerprint (see :func:`stable`)."""
 
-    __slots__ = ("_static", "_leaves", "_fn", "__weakref__")
+    __slots__ = ("_static", "_leaves", "_value", "__weakref__")
 
-    def __init__(self, static: _Static, leaves: list, fn: Callable | None = None):
+    def __init__(self, static: _Static, leaves: list, value: Any = _HOLE):
         self._static = static
         self._leaves = leaves
-        self._fn = fn  # the callable itself, once built
+        self._value = value  # the value itself, once built
 
-    def __call__(self, *args, **kwargs):
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = rebuild(self._static.skeleton, self._leaves, self._static.lift)
-        return fn(*args, **kwargs)
+    @classmethod
+    def of(cls, value, lift: Lift = None) -> StableTree:
+        key, leaves = fingerprint(value, lift)
+        static = _STATICS.get(key)
+        if static is None:
+            skeleton = rebuild(value, [_HOLE] * len(leaves), lift)
+            static = _STATICS[key] = _Static(key, skeleton, lift)
+            if len(_STATICS) > _MAX_STATICS:
+                _STATICS.pop(next(iter(_STATICS)), None)
+        return cls(static, leaves, value)
+
+    def value(self) -> Any:
+        """The value, with this tree's leaves in place."""
+        v = self._value
+        if v is _HOLE:
+            v = self._value = rebuild(self._static.skeleton, self._leaves, self._static.lift)
+        return v
 
     @property
     def __wrapped__(self):
-        return self._fn if self._fn is not None else self._static.skeleton
+        return self._value if self._value is not _HOLE else self._static.skeleton
 
     def __repr__(self):
         return f"stable({self.__wrapped__!r}, {len(self._leaves)} leaves)"
 
 
-def _flatten(f: StableFunction):
+_STATICS: dict = {}
+"""Structure → its static part, so that a value rebuilt per call (a training
+state passed to a step) does not rebuild its skeleton per call."""
+_MAX_STATICS = 256
+
+
+class StableFunction(StableTree):
+    """A callable that is a pytree: see :func:`stable`."""
+
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        return self.value()(*args, **kwargs)
+
+
+def _flatten(f: StableTree):
     return f._leaves, f._static
 
 
-def _unflatten(static: _Static, leaves) -> StableFunction:
-    # Leaves may be anything here (tracers, shapes, None from tree_map): the
-    # callable is built only if called.
-    return StableFunction(static, list(leaves))
+for _cls in (StableTree, StableFunction):
+    # Leaves may be anything when unflattened (tracers, shapes, None from
+    # tree_map): the value is built only when asked for.
+    jax.tree_util.register_pytree_node(
+        _cls, _flatten, lambda static, leaves, cls=_cls: cls(static, list(leaves))
+    )
 
 
-jax.tree_util.register_pytree_node(StableFunction, _flatten, _unflatten)
-
-
-class _StableFunctionKind(Kind):
-    """A :class:`StableFunction` reached from a function: its structure and
-    its leaves, not the skeleton (whose holes are not arrays)."""
+class _StableTreeKind(Kind):
+    """A :class:`StableTree` reached from a function: its structure and its
+    leaves, not the skeleton (whose holes are not arrays)."""
 
     name = "stable function"
 
     def key(self, w, f):
-        return (StableFunction, f._static, _keys(w, f._leaves))
+        return (type(f), f._static, _keys(w, f._leaves))
 
     def rebuild(self, r, f, i):
         walk = r.walk
-        return StableFunction(f._static, [walk(x) for x in f._leaves])
+        return type(f)(f._static, [walk(x) for x in f._leaves])
 
     def children(self, w, f):
         return [(f"[{i}]", x) for i, x in enumerate(f._leaves)]
@@ -115,7 +143,8 @@ class _StableFunctionKind(Kind):
         return f._static
 
 
-register_kind(StableFunction, _StableFunctionKind())
+register_kind(StableFunction, _StableTreeKind())
+register_kind(StableTree, _StableTreeKind())
 
 
 def stable(fn: Callable, *, lift_scalars: bool | Iterable[str] = False) -> StableFunction:
@@ -156,7 +185,126 @@ def stable(fn: Callable, *, lift_scalars: bool | Iterable[str] = False) -> Stabl
         raise TypeError(f"stable expects a callable, got {type(fn).__name__}: {fn!r}")
     from ._jit import _lift_option
 
-    lift = _lift_option(lift_scalars)
-    key, leaves = fingerprint(fn, lift)
-    skeleton = rebuild(fn, [_HOLE] * len(leaves), lift)
-    return StableFunction(_Static(key, skeleton, lift), leaves, fn)
+    return StableFunction.of(fn, _lift_option(lift_scalars))
+
+
+# ------------------------------------------------ arguments keyed by structure
+#
+# jax.jit compares a pytree argument's auxiliary data with ``==``: a training
+# state whose ``apply_fn`` or ``tx`` (static fields) is a fresh closure each
+# epoch retraces each epoch. An entry that retraced with such an argument
+# passes its arguments as _ArgTrees from then on: the same leaves, and
+# auxiliary data compared by fingerprint.
+
+
+class _ArgStatic:
+    """An argument's tree structure, equal when the fingerprints of every
+    node's auxiliary data are. Keeps the first treedef seen, to unflatten."""
+
+    __slots__ = ("key", "treedef", "_hash")
+
+    def __init__(self, key, treedef):
+        self.key = key
+        self.treedef = treedef
+        self._hash = hash(key)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return type(other) is _ArgStatic and (self is other or self.key == other.key)
+
+
+class _ArgTree:
+    __slots__ = ("static", "leaves")
+
+    def __init__(self, static: _ArgStatic, leaves):
+        self.static = static
+        self.leaves = leaves
+
+
+jax.tree_util.register_pytree_node(
+    _ArgTree, lambda t: (t.leaves, t.static), lambda static, leaves: _ArgTree(static, leaves)
+)
+
+
+def _structure_key(treedef) -> tuple | None:
+    """Each node's type, fingerprinted auxiliary data and arity, in order;
+    None if auxiliary data holds arrays (they would have to be lifted)."""
+    w = KeyWalker()
+    out = []
+    todo = [treedef]
+    while todo:
+        td = todo.pop()
+        data = td.node_data()
+        if data is None:
+            out.append(None)
+            continue
+        kids = td.children()
+        out.append((data[0], w.walk(data[1]), len(kids)))
+        todo.extend(reversed(kids))
+    return None if w.leaves else tuple(out)
+
+
+_PASSED_AS_IS = frozenset({int, float, bool, complex, type(None), Box})
+
+
+def _as_tree(a):
+    t = type(a)
+    if t in _PASSED_AS_IS or issubclass(t, _ARRAY_BASES):
+        return a
+    leaves, treedef = jax.tree_util.tree_flatten(a)
+    key = _structure_key(treedef)
+    if key is None:
+        return a
+    static = _STATICS.get(key)
+    if static is None:
+        static = _STATICS[key] = _ArgStatic(key, treedef)
+        if len(_STATICS) > _MAX_STATICS:
+            _STATICS.pop(next(iter(_STATICS)), None)
+    return _ArgTree(static, leaves)
+
+
+def by_structure(jitted: Callable, n_leaves: int) -> Callable:
+    """``jitted``, called with its arguments (after ``n_leaves`` lifted
+    leaves) compared by structure."""
+
+    def ready(*args, **kwargs):
+        args = args[:n_leaves] + tuple([_as_tree(a) for a in args[n_leaves:]])
+        if kwargs:
+            kwargs = {k: _as_tree(v) for k, v in kwargs.items()}
+        return jitted(*args, **kwargs)
+
+    return ready
+
+
+def _value(a):
+    return a.static.treedef.unflatten(a.leaves) if type(a) is _ArgTree else a
+
+
+def unwrap(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """At trace time: the arguments :func:`by_structure` wrapped, unwrapped."""
+    args = tuple([_value(a) for a in args])
+    if kwargs:
+        kwargs = {k: _value(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def aux_holds_callables(tree) -> bool:
+    """Whether a pytree node of ``tree`` holds a callable in its auxiliary
+    data (directly, or in a tuple or dict there)."""
+    todo = [jax.tree_util.tree_structure(tree)]
+    while todo:
+        td = todo.pop()
+        data = td.node_data()
+        if data is not None:
+            aux = data[1]
+            parts = (
+                aux.values() if isinstance(aux, dict) else aux if isinstance(aux, tuple) else [aux]
+            )
+            for p in parts:
+                items = p if isinstance(p, tuple) else (p,)
+                if any(callable(x) and not isinstance(x, type) for x in items):
+                    return True
+        todo.extend(td.children())
+    return False

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -105,3 +106,82 @@ def test_lower_and_compile_take_the_dynamic_arguments():
     g = stable_jit(lambda x, fn: fn(x), static_argnums=1)
     compiled = g.lower(jnp.ones(2), _scaler(jnp.full(2, 4.0))).compile()
     np.testing.assert_array_equal(compiled(jnp.ones(2)), [4.0, 4.0])
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class State:
+    w: jax.Array
+    step: int
+    fn: object = dataclasses.field(metadata={"static": True})
+
+
+def _train_step(state, x):
+    _train_step.traces.append(1)
+    return dataclasses.replace(state, w=state.w + state.fn(x), step=state.step + 1)
+
+
+def test_a_fresh_callable_in_an_arguments_static_field_hits_after_one_repeat():
+    # jax.jit compares it by identity and retraces per fresh closure; after
+    # one such retrace stable_jit compares it by fingerprint.
+    _train_step.traces = []
+    step = stable_jit(_train_step)
+    w = jnp.zeros(2)
+    for _ in range(5):
+        state = State(w, 0, _scaler(2.0))
+        for _ in range(2):
+            state = step(state, jnp.ones(2))
+        w = state.w
+        assert state.step == 2
+    np.testing.assert_array_equal(w, [20.0, 20.0])
+    assert len(_train_step.traces) == 3
+    # A different closure is a different structure: retraced, correct.
+    out = step(State(w, 0, _scaler(1.0)), jnp.ones(2))
+    np.testing.assert_array_equal(out.w, [21.0, 21.0])
+    assert len(_train_step.traces) == 4
+
+
+def test_the_same_callable_in_a_static_field_is_left_to_jax(traces):
+    def f(state, x):
+        traces()
+        return state.fn(x) * state.w
+
+    step = stable_jit(f)
+    fn = _scaler(3.0)
+    for k in range(4):
+        np.testing.assert_array_equal(
+            step(State(jnp.full(2, k), 0, fn), jnp.ones(2)), [3.0 * k] * 2
+        )
+    assert traces.n == 1
+
+
+def test_flax_train_state_rebuilt_per_epoch_with_a_fresh_optimizer_hits():
+    optax = pytest.importorskip("optax")
+    nn = pytest.importorskip("flax.linen")
+    from flax.training import train_state
+
+    traces = []
+
+    def train_step(state, x, y):
+        traces.append(1)
+
+        def loss(p):
+            return ((state.apply_fn(p, x) - y) ** 2).mean()
+
+        return state.apply_gradients(grads=jax.grad(loss)(state.params))
+
+    x, y = jnp.ones((4, 3)), jnp.zeros((4, 2))
+    params = nn.Dense(2).init(jax.random.key(0), x)
+    ours, ref = params, params
+    for _ in range(4):
+        model = nn.Dense(2)
+        s = train_state.TrainState.create(apply_fn=model.apply, params=ours, tx=optax.adam(1e-2))
+        r = train_state.TrainState.create(apply_fn=model.apply, params=ref, tx=optax.adam(1e-2))
+        for _ in range(2):
+            s = stable_jit(train_step)(s, x, y)
+            r = train_step(r, x, y)
+        ours, ref = s.params, r.params
+    n_eager = 8
+    assert len(traces) - n_eager == 3
+    for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5)

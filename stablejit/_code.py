@@ -122,9 +122,7 @@ def _scan(code, names, chains, global_stores, deref_stores, top):
 
 def _structure(code: types.CodeType) -> tuple:
     """A marshal-able tuple of the code's semantics, without file or lines."""
-    consts = tuple(
-        ("<code>", _structure(c)) if isinstance(c, types.CodeType) else c for c in code.co_consts
-    )
+    consts = tuple(_const(c) for c in code.co_consts)
     return (
         code.co_code,
         consts,
@@ -139,6 +137,20 @@ def _structure(code: types.CodeType) -> tuple:
         code.co_flags,
         getattr(code, "co_exceptiontable", b""),
     )
+
+
+def _const(c):
+    # Every constant is tagged by its kind, so no constant of one kind can
+    # pass for another (a tuple spelling a tag, say).
+    if isinstance(c, types.CodeType):
+        return ("code", _structure(c))
+    if isinstance(c, frozenset):
+        # ``x in {"a", "b"}``: marshal writes a set in hash order, which
+        # differs between processes (PYTHONHASHSEED); the digest must not.
+        return ("frozenset", tuple(sorted((_const(x) for x in c), key=repr)))
+    if isinstance(c, tuple):
+        return ("tuple", tuple(_const(x) for x in c))
+    return ("value", c)
 
 
 _LIBRARY_DIRS = tuple(

@@ -26,6 +26,12 @@ class Config:
             changing; the default), ``"raise"`` (:class:`RecompileLimitError`)
             or ``"fallback"`` (stop caching new variants: call them through a
             plain ``jax.jit``). Or ``$STABLEJIT_ON_RECOMPILE_LIMIT``.
+        persistent_dir: a directory where compiled executables are kept
+            across processes (see ``docs/persistent.md``): a fresh process's
+            first call of a known function then skips tracing, lowering and
+            compiling. Default None (off), or ``$STABLEJIT_PERSISTENT_DIR``.
+        persistent_max_bytes: the most bytes kept there; least recently used
+            files go first. Default 2 GiB, or ``$STABLEJIT_PERSISTENT_MAX_BYTES``.
 
     Example:
         >>> import stablejit
@@ -40,6 +46,8 @@ class Config:
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
         self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "warn", _stance)
+        self._persistent_dir = _env("STABLEJIT_PERSISTENT_DIR", None, _directory)
+        self._persistent_max_bytes = _env("STABLEJIT_PERSISTENT_MAX_BYTES", 2 << 30, _positive_int)
 
     @property
     def cache_size(self) -> int:
@@ -82,12 +90,32 @@ class Config:
             raise ValueError(f"on_recompile_limit must be one of {STANCES}, got {value!r}")
         self._on_recompile_limit = value
 
+    @property
+    def persistent_dir(self) -> str | None:
+        return self._persistent_dir
+
+    @persistent_dir.setter
+    def persistent_dir(self, value: str | os.PathLike | None) -> None:
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"persistent_dir must be a path or None, got {type(value).__name__}")
+        self._persistent_dir = None if value is None else _directory(os.fspath(value))
+
+    @property
+    def persistent_max_bytes(self) -> int:
+        return self._persistent_max_bytes
+
+    @persistent_max_bytes.setter
+    def persistent_max_bytes(self, value: int) -> None:
+        self._persistent_max_bytes = _check_int("persistent_max_bytes", value)
+
     def __repr__(self):
         return (
             f"stablejit.Config(cache_size={self._cache_size}, "
             f"explain_misses={self._explain_misses}, "
             f"recompile_limit={self._recompile_limit}, "
-            f"on_recompile_limit={self._on_recompile_limit!r})"
+            f"on_recompile_limit={self._on_recompile_limit!r}, "
+            f"persistent_dir={self._persistent_dir!r}, "
+            f"persistent_max_bytes={self._persistent_max_bytes})"
         )
 
 
@@ -109,6 +137,14 @@ def _flag(raw: str) -> bool:
     if raw.lower() in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+def _directory(raw: str) -> str:
+    if not raw:
+        raise ValueError("expected a directory path")
+    if os.path.exists(raw) and not os.path.isdir(raw):
+        raise ValueError(f"{raw!r} exists and is not a directory")
+    return os.path.abspath(raw)
 
 
 def _stance(raw: str) -> str:

@@ -10,10 +10,11 @@ from typing import Any
 
 import jax
 
-from . import _cache, _explain, _sinks, _stats
+from . import _cache, _explain, _persist, _sinks, _stats
 from ._cache import CACHE
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
+from ._config import config
 from ._describe import callables_in, display_name, location
 from ._fingerprint import KeyWalker, Lift, walker
 from ._kinds import Kind, register_kind
@@ -375,6 +376,13 @@ class StableJitted:
             if entry is None:
                 return self._uncached()(*args, **kwargs)
             jitted = entry.jitted
+            disk = None
+            if entry.ready is None and config.persistent_dir is not None:
+                disk = self._disk_key(key, leaves, cargs, ckwargs)
+                compiled = disk and _persist.load(disk)
+                if compiled:
+                    ready = entry.ready = _persist.loaded_ready(compiled, jitted)
+                    return ready(*leaves, *cargs, **ckwargs)
             if entry.ready is None:
                 # Trace under the lock, so racing first calls trace once; JAX
                 # caches the trace, and the call below compiles outside the lock.
@@ -388,12 +396,21 @@ class StableJitted:
                 return self._first_call(args, kwargs, static_scalars=True)
         try:
             out = jitted(*leaves, *cargs, **ckwargs)
+            if disk:
+                # JAX kept the trace, lowering and executable: this costs
+                # the serialization only.
+                _persist.save(disk, jitted.lower(*leaves, *cargs, **ckwargs).compile())
         finally:
             _stats.done_compiling()
             release(cargs, ckwargs)
         if entry.jitted is jitted:  # not evicted meanwhile
             entry.ready = jitted
         return out
+
+    def _disk_key(self, key, leaves, args, kwargs) -> bytes | None:
+        if self._opts.statics is not None:
+            return None  # the executable would not take the static arguments
+        return _persist.disk_key(key, leaves, args, kwargs)
 
     @_cache.entry_point
     def _stage(self, method: str, args, kwargs, static_scalars=False):

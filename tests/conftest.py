@@ -4,9 +4,9 @@ import pytest
 import stablejit
 from stablejit import _cache
 
-# Scripts run as subprocesses by test_sharding.py (they need their own JAX
+# Scripts run as subprocesses by test_sharding.py and test_persistent.py (they need their own JAX
 # start-up): not test modules, and not to be imported by --doctest-modules.
-collect_ignore = ["_sharding"]
+collect_ignore = ["_sharding", "_persistent"]
 
 
 @pytest.fixture(autouse=True)

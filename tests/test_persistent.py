@@ -1,0 +1,141 @@
+"""Persistent mode: a fresh process finds an earlier process's executable.
+
+Each case runs tests/_persistent/child.py in fresh processes (persistence is
+about what a new process sees), and checks its trace count and result."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import stablejit
+from stablejit import _persist
+
+CHILD = Path(__file__).parent / "_persistent" / "child.py"
+
+
+def _run(directory, *args, **env):
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(directory), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", **env},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def _entries(directory):
+    return sorted(Path(directory).glob("*.sjx"))
+
+
+def test_a_second_process_traces_zero_times_and_agrees(tmp_path):
+    first, _ = _run(tmp_path)
+    assert first["traces"] == 1 and len(_entries(tmp_path)) == 1
+    second, _ = _run(tmp_path)
+    assert second == {**first, "traces": 0}
+
+
+def test_new_array_values_reuse_the_entry(tmp_path):
+    _run(tmp_path, 1.0)
+    other, _ = _run(tmp_path, 3.0)  # the child checks the result against numpy
+    assert other["traces"] == 0
+
+
+def test_the_key_does_not_depend_on_hash_randomisation(tmp_path):
+    _run(tmp_path, PYTHONHASHSEED="1")
+    second, _ = _run(tmp_path, PYTHONHASHSEED="2")
+    assert second["traces"] == 0
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
+def test_a_damaged_file_falls_back_to_compiling(tmp_path, damage):
+    _run(tmp_path)
+    (entry,) = _entries(tmp_path)
+    data = entry.read_bytes()
+    if damage == "truncate":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        entry.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    else:
+        entry.write_bytes(b"")
+    again, err = _run(tmp_path)
+    assert again["traces"] == 1
+    assert "ignoring persistent entry" in err
+    third, _ = _run(tmp_path)  # rewritten whole by the fallback
+    assert third["traces"] == 0
+
+
+def test_another_key_under_the_same_digest_is_detected(tmp_path):
+    _run(tmp_path)
+    (entry,) = _entries(tmp_path)
+    data = entry.read_bytes()
+    body = data[:-32]
+    magic = b"STABLEJIT-EXECUTABLE-1\n"
+    n = int.from_bytes(body[len(magic) : len(magic) + 8], "little")
+    key = body[len(magic) + 8 : len(magic) + 8 + n]
+    forged = key.replace(b"stablejit-key", b"stablejit-kez")
+    import hashlib
+
+    new_body = magic + len(forged).to_bytes(8, "little") + forged + body[len(magic) + 8 + n :]
+    entry.write_bytes(new_body + hashlib.sha256(new_body).digest())
+    again, err = _run(tmp_path)
+    assert again["traces"] == 1 and "another key has this digest" in err
+
+
+def test_another_jax_version_misses(tmp_path):
+    _run(tmp_path)
+    other, _ = _run(tmp_path, FAKE_JAX_VERSION="9.9.9")
+    assert other["traces"] == 1
+    assert len(_entries(tmp_path)) == 2
+
+
+def test_identity_keyed_values_are_not_persisted_and_say_so(tmp_path):
+    first, err = _run(tmp_path, IDENTITY="1")
+    assert first["traces"] == 1 and _entries(tmp_path) == []
+    assert "not persisted" in err and "keyed by identity" in err
+
+
+def test_concurrent_writers_leave_one_whole_entry(tmp_path):
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        )
+        for _ in range(4)
+    ]
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()[-2000:]
+    assert len(_entries(tmp_path)) == 1
+    assert not list(tmp_path.glob("*.tmp"))
+    reader, _ = _run(tmp_path)
+    assert reader["traces"] == 0
+
+
+def test_the_directory_is_bounded(tmp_path):
+    for i in range(3):
+        (tmp_path / f"{i:064x}.sjx").write_bytes(b"x" * 1000)
+        os.utime(tmp_path / f"{i:064x}.sjx", (i, i))
+    _persist._evict(str(tmp_path), 2500)
+    assert [p.name[:4] for p in _entries(tmp_path)] == ["0000", "0000"]
+    assert not (tmp_path / f"{0:064x}.sjx").exists()
+
+
+def test_config_validates_and_reads_the_environment(tmp_path, monkeypatch):
+    with pytest.raises(TypeError, match="persistent_dir"):
+        stablejit.config.persistent_dir = 3
+    f = tmp_path / "file"
+    f.write_text("")
+    with pytest.raises(ValueError, match="not a directory"):
+        stablejit.config.persistent_dir = f
+    stablejit.config.persistent_dir = tmp_path
+    assert stablejit.config.persistent_dir == str(tmp_path)
+    stablejit.config.persistent_dir = None
+    monkeypatch.setenv("STABLEJIT_PERSISTENT_DIR", str(tmp_path))
+    assert stablejit._config.Config().persistent_dir == str(tmp_path)

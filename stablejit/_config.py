@@ -29,7 +29,10 @@ class Config:
         persistent_dir: a directory where compiled executables are kept
             across processes (see ``docs/persistent.md``): a fresh process's
             first call of a known function then skips tracing, lowering and
-            compiling. Default None (off), or ``$STABLEJIT_PERSISTENT_DIR``.
+            compiling. Not used while JAX's own persistent compilation
+            cache is on: the executables that cache serves cannot be written
+            out again on every backend. Default None
+            (off), or ``$STABLEJIT_PERSISTENT_DIR``.
         persistent_max_bytes: the most bytes kept there; least recently used
             files go first. Default 2 GiB, or ``$STABLEJIT_PERSISTENT_MAX_BYTES``.
 
@@ -46,8 +49,11 @@ class Config:
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
         self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "warn", _stance)
-        self._persistent_dir = _env("STABLEJIT_PERSISTENT_DIR", None, _directory)
         self._persistent_max_bytes = _env("STABLEJIT_PERSISTENT_MAX_BYTES", 2 << 30, _positive_int)
+        self._persistent_dir = None
+        directory = _env("STABLEJIT_PERSISTENT_DIR", None, _directory)
+        if directory is not None:
+            self.persistent_dir = directory
 
     @property
     def cache_size(self) -> int:

@@ -381,7 +381,7 @@ class StableJitted:
                 disk = self._disk_key(key, leaves, cargs, ckwargs)
                 compiled = disk and _persist.load(disk)
                 if compiled:
-                    ready = entry.ready = _persist.loaded_ready(compiled, jitted)
+                    ready = entry.ready = _persist.loaded_ready(compiled, jitted, entry, disk)
                     return ready(*leaves, *cargs, **ckwargs)
             if entry.ready is None:
                 # Trace under the lock, so racing first calls trace once; JAX

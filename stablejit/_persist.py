@@ -117,12 +117,16 @@ def _qualified(obj) -> str:
     qualname = getattr(obj, "__qualname__", None)
     if not isinstance(mod, str) or not isinstance(qualname, str) or "<locals>" in qualname:
         raise NotPersistable(obj)
-    target = sys.modules.get(mod)
-    for part in qualname.split("."):
-        target = getattr(target, part, None)
-    if target is not obj:
-        raise NotPersistable(obj)
-    return f"{mod}:{qualname}@{_origin(mod)}"
+    origin = _origin(mod)
+    if origin.startswith("sha256:"):
+        # User code: the name must lead back to this very object. A library's
+        # name and version pin it, even where it re-binds a wrapped version.
+        target = sys.modules.get(mod)
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
+        if target is not obj:
+            raise NotPersistable(obj)
+    return f"{mod}:{qualname}@{origin}"
 
 
 _SENTINELS = {
@@ -210,6 +214,15 @@ def _arg_signature(tree) -> tuple:
 def disk_key(key, leaves, args, kwargs) -> bytes | None:
     """The full on-disk key of a call, or None if it cannot be persisted
     (logged when ``config.explain_misses`` is on)."""
+    if jax.config.jax_compilation_cache_dir is not None:
+        # An executable JAX's cache served is not whole once serialized
+        # again (XLA:CPU: "Function ... not found" when run).
+        if config.explain_misses:
+            logger.warning(
+                "stablejit: not persisted: JAX's persistent compilation cache is on "
+                "(jax_compilation_cache_dir); use one or the other"
+            )
+        return None
     try:
         spelled = (
             "stablejit-key",
@@ -308,14 +321,24 @@ def _evict(directory: str, max_bytes: int) -> None:
         total -= size
 
 
-def loaded_ready(compiled, jitted):
+def loaded_ready(compiled, jitted, entry, full_key: bytes):
     """The hot-path callable of an entry loaded from disk: the executable, or
-    the entry's ``jax.jit`` for arguments it was not compiled for."""
+    the entry's ``jax.jit`` for arguments it was not compiled for. An
+    executable that fails to run is dropped, from the entry and the disk."""
 
     def ready(*args, **kwargs):
         try:
             return compiled(*args, **kwargs)
         except TypeError:
+            return jitted(*args, **kwargs)
+        except jax.errors.JaxRuntimeError as e:
+            logger.warning("stablejit: dropping persistent entry that failed to run: %s", e)
+            if entry.ready is ready:
+                entry.ready = jitted
+            try:
+                os.unlink(_path(full_key))
+            except OSError:
+                pass
             return jitted(*args, **kwargs)
 
     return ready

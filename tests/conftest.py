@@ -16,6 +16,7 @@ def _fresh_cache():
     size = stablejit.config.cache_size
     yield
     stablejit.config.cache_size = size
+    stablejit.config._persistent_dir = None
     _cache.clear()
 
 

@@ -139,3 +139,11 @@ def test_config_validates_and_reads_the_environment(tmp_path, monkeypatch):
     stablejit.config.persistent_dir = None
     monkeypatch.setenv("STABLEJIT_PERSISTENT_DIR", str(tmp_path))
     assert stablejit._config.Config().persistent_dir == str(tmp_path)
+
+
+def test_with_jax_persistent_cache_on_nothing_is_persisted_and_it_says_so(tmp_path):
+    # Executables JAX's cache serves do not survive serialization on every
+    # backend, so the two are not combined.
+    first, err = _run(tmp_path, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "xla"))
+    assert first["traces"] == 1 and _entries(tmp_path) == []
+    assert "JAX's persistent compilation cache is on" in err

@@ -1,0 +1,77 @@
+"""One fresh process, one first call: run by benchmarks/persistent.py.
+
+    python benchmarks/_first_call.py <seed|greedy> <none|jax-cache|stablejit> <dir> [size]
+
+Prints JSON: the seconds of the first call (inputs built beforehand; for the
+decoder also of its while loop alone, the function that is cached), and how
+many times the user's function was traced.
+"""
+
+import json
+import os
+import sys
+import time
+
+case, variant, directory = sys.argv[1:4]
+size = sys.argv[4] if len(sys.argv) > 4 else "tiny"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.argv = [sys.argv[0]]  # greedy parses its own command line on import
+import greedy  # noqa: E402  (sets JAX_PLATFORMS before jax is imported)
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+
+import stablejit  # noqa: E402
+
+if variant == "jax-cache":
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+elif variant == "stablejit":
+    stablejit.config.persistent_dir = directory
+jit = stablejit.stable_jit if variant == "stablejit" else jax.jit
+loop = stablejit.while_loop if variant == "stablejit" else lax.while_loop
+TRACES = []
+LOOP = []
+
+if case == "seed":
+    x = jnp.arange(4.0)
+
+    def run():
+        def inner(x):
+            TRACES.append(1)
+            return x * 2
+
+        return jit(inner)(x)
+else:
+    cfg = greedy.SIZES[size]
+    model = greedy.Decoder(**cfg)
+    params = greedy.init_params(jax.random.key(0), **cfg)
+    ids = jax.random.randint(jax.random.key(7), (2, cfg["prompt"]), 0, cfg["vocab"])
+    jax.block_until_ready((params, ids))
+
+    class Counted(greedy.Temperature):
+        def __call__(self, logits):
+            TRACES.append(1)
+            return super().__call__(logits)
+
+    def timed_loop(*args):
+        # The cached function itself: the loop, apart from the eager set-up
+        # operations greedy_search runs before it.
+        start = time.perf_counter()
+        out = jax.block_until_ready(loop(*args))
+        LOOP.append(time.perf_counter() - start)
+        return out
+
+    def run():
+        m, eos = cfg["max_length"], cfg["vocab"] - 1
+        return greedy.greedy_search(model, params, ids, m, 0, eos, [Counted(0.7)], timed_loop)
+
+
+start = time.perf_counter()
+out = jax.block_until_ready(run())
+first = time.perf_counter() - start
+result = {"first_call_s": first, "traces": len(TRACES), "checksum": float(out.sum())}
+if LOOP:
+    result["loop_first_call_s"] = LOOP[0]
+print(json.dumps(result))

@@ -129,3 +129,40 @@ def test_lifted_scalars_under_grad():
         return stable_jit(lambda w: (w * lr) ** 2, lift_scalars=True)(w)
 
     np.testing.assert_allclose(jax.grad(loss)(3.0, 0.5), 2 * 3.0 * 0.25)
+
+
+@pytest.mark.parametrize("make", ["sgd", "adam", "chain"])
+def test_an_optax_learning_rate_changed_per_epoch_compiles_once(traces, make):
+    optax = pytest.importorskip("optax")
+
+    def build(lr):
+        if make == "sgd":
+            return optax.sgd(lr, momentum=0.9)
+        if make == "adam":
+            return optax.adam(lr)
+        return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(lr))
+
+    def epoch(params, lr, lift):
+        opt = build(lr)
+        state = opt.init(params)
+
+        def step(params, state, x):
+            traces()
+            grads = jax.grad(lambda p: ((x @ p) ** 2).mean())(params)
+            updates, state = opt.update(grads, state, params)
+            return optax.apply_updates(params, updates), state
+
+        f = stable_jit(step, lift_scalars=True) if lift else step
+        for _ in range(2):
+            params, state = f(params, state, jnp.ones((2, 3)))
+        return params
+
+    p = q = jnp.arange(3.0)
+    for lr in (0.1, 0.05, 0.025):
+        p = epoch(p, lr, lift=True)
+    n = traces.n
+    with jax.disable_jit():
+        for lr in (0.1, 0.05, 0.025):
+            q = epoch(q, lr, lift=False)
+    np.testing.assert_allclose(p, q, rtol=1e-5)
+    assert n == 1

@@ -29,9 +29,11 @@ class Config:
         persistent_dir: a directory where compiled executables are kept
             across processes (see ``docs/persistent.md``): a fresh process's
             first call of a known function then skips tracing, lowering and
-            compiling. Not used while JAX's own persistent compilation
-            cache is on: the executables that cache serves cannot be written
-            out again on every backend. Default None
+            compiling. Unless JAX's own persistent compilation cache is
+            configured already, it is pointed at ``<dir>/xla`` with every
+            compile cached, so the program's other compiles (eager
+            operations, plain ``jax.jit``) come from disk too; that part is
+            bounded by JAX's ``jax_compilation_cache_max_size``. Default None
             (off), or ``$STABLEJIT_PERSISTENT_DIR``.
         persistent_max_bytes: the most bytes kept there; least recently used
             files go first. Default 2 GiB, or ``$STABLEJIT_PERSISTENT_MAX_BYTES``.
@@ -105,6 +107,8 @@ class Config:
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"persistent_dir must be a path or None, got {type(value).__name__}")
         self._persistent_dir = None if value is None else _directory(os.fspath(value))
+        if self._persistent_dir is not None:
+            _use_jax_cache(os.path.join(self._persistent_dir, "xla"))
 
     @property
     def persistent_max_bytes(self) -> int:
@@ -123,6 +127,17 @@ class Config:
             f"persistent_dir={self._persistent_dir!r}, "
             f"persistent_max_bytes={self._persistent_max_bytes})"
         )
+
+
+def _use_jax_cache(directory: str) -> None:
+    """Points JAX's persistent compilation cache at ``directory``, caching
+    every compile, unless the user configured that cache already."""
+    import jax
+
+    if jax.config.jax_compilation_cache_dir is not None:
+        return
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
 def _check_int(name: str, value) -> int:

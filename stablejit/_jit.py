@@ -378,6 +378,7 @@ class StableJitted:
             jitted = entry.jitted
             disk = None
             if entry.ready is None and config.persistent_dir is not None:
+                jax_hits = _persist.jax_cache_hits()
                 disk = self._disk_key(key, leaves, cargs, ckwargs)
                 compiled = disk and _persist.load(disk)
                 if compiled:
@@ -399,7 +400,8 @@ class StableJitted:
             if disk:
                 # JAX kept the trace, lowering and executable: this costs
                 # the serialization only.
-                _persist.save(disk, jitted.lower(*leaves, *cargs, **ckwargs).compile())
+                compiled = jitted.lower(*leaves, *cargs, **ckwargs).compile()
+                _persist.save(disk, compiled, jax_hits)
         finally:
             _stats.done_compiling()
             release(cargs, ckwargs)

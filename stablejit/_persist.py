@@ -214,15 +214,6 @@ def _arg_signature(tree) -> tuple:
 def disk_key(key, leaves, args, kwargs) -> bytes | None:
     """The full on-disk key of a call, or None if it cannot be persisted
     (logged when ``config.explain_misses`` is on)."""
-    if jax.config.jax_compilation_cache_dir is not None:
-        # An executable JAX's cache served is not whole once serialized
-        # again (XLA:CPU: "Function ... not found" when run).
-        if config.explain_misses:
-            logger.warning(
-                "stablejit: not persisted: JAX's persistent compilation cache is on "
-                "(jax_compilation_cache_dir); use one or the other"
-            )
-        return None
     try:
         spelled = (
             "stablejit-key",
@@ -276,9 +267,37 @@ def load(full_key: bytes):
     return compiled
 
 
-def save(full_key: bytes, compiled) -> bool:
-    """Writes ``compiled`` for ``full_key``; False (logged) if it cannot be."""
+_JAX_CACHE_HITS = [0]
+
+
+def _on_event(event: str, **_) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _JAX_CACHE_HITS[0] += 1
+
+
+jax.monitoring.register_event_listener(_on_event)
+
+
+def jax_cache_hits() -> int:
+    """How many executables JAX's persistent compilation cache has served."""
+    return _JAX_CACHE_HITS[0]
+
+
+def save(full_key: bytes, compiled, jax_hits_before: int) -> bool:
+    """Writes ``compiled`` for ``full_key``; False (logged) if it cannot be.
+
+    Not if JAX's own persistent cache served an executable meanwhile (it may
+    be this one): such an executable is not whole once serialized again
+    (XLA:CPU: "Function ... not found" when it runs).
+    """
     directory = config.persistent_dir
+    if jax_cache_hits() != jax_hits_before:
+        if config.explain_misses:
+            logger.warning(
+                "stablejit: not persisted: JAX's persistent compilation cache served the "
+                "executable; it is persisted when compiled afresh"
+            )
+        return False
     try:
         from jax.experimental.serialize_executable import serialize
 

@@ -5,6 +5,7 @@ about what a new process sees), and checks its trace count and result."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,7 @@ def test_the_key_does_not_depend_on_hash_randomisation(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
 def test_a_damaged_file_falls_back_to_compiling(tmp_path, damage):
     _run(tmp_path)
+    shutil.rmtree(tmp_path / "xla")  # so the fallback compiles afresh, and rewrites
     (entry,) = _entries(tmp_path)
     data = entry.read_bytes()
     if damage == "truncate":
@@ -89,6 +91,7 @@ def test_another_key_under_the_same_digest_is_detected(tmp_path):
 
 def test_another_jax_version_misses(tmp_path):
     _run(tmp_path)
+    shutil.rmtree(tmp_path / "xla")  # JAX's cache does not know the pretend version
     other, _ = _run(tmp_path, FAKE_JAX_VERSION="9.9.9")
     assert other["traces"] == 1
     assert len(_entries(tmp_path)) == 2
@@ -141,9 +144,15 @@ def test_config_validates_and_reads_the_environment(tmp_path, monkeypatch):
     assert stablejit._config.Config().persistent_dir == str(tmp_path)
 
 
-def test_with_jax_persistent_cache_on_nothing_is_persisted_and_it_says_so(tmp_path):
+def test_an_executable_served_by_jax_cache_is_not_persisted_and_it_says_so(tmp_path):
     # Executables JAX's cache serves do not survive serialization on every
-    # backend, so the two are not combined.
-    first, err = _run(tmp_path, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "xla"))
-    assert first["traces"] == 1 and _entries(tmp_path) == []
-    assert "JAX's persistent compilation cache is on" in err
+    # backend (XLA:CPU); one compiled afresh does.
+    first, _ = _run(tmp_path)
+    assert (tmp_path / "xla").is_dir()  # persistent_dir also holds JAX's cache
+    (entry,) = _entries(tmp_path)
+    entry.unlink()
+    second, err = _run(tmp_path)  # JAX's cache serves it: not written
+    assert second["traces"] == 1 and _entries(tmp_path) == []
+    assert "JAX's persistent compilation cache served the executable" in err
+    third, _ = _run(tmp_path)
+    assert third["traces"] == 1

@@ -34,11 +34,13 @@ import os
 import pickle
 import struct
 import sys
+import sysconfig
 import tempfile
 import types
 from typing import Any
 
 import jax
+import jaxlib
 import numpy as np
 
 from ._code import is_library_file
@@ -72,6 +74,7 @@ class NotPersistable(Exception):
 
 
 _ORIGINS: dict[str, str] = {}
+_STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
 def _origin(modname: str) -> str:
@@ -87,14 +90,16 @@ def _origin(modname: str) -> str:
         raise NotPersistable(modname)
     if file is None:
         origin = "builtin"  # compiled into Python: pinned by its version
+    elif os.path.realpath(file).startswith(_STDLIB):
+        origin = "stdlib"  # pinned by the Python version
     elif is_library_file(file):
         top = modname.split(".")[0]
         version = getattr(sys.modules.get(top), "__version__", None)
         if version is None:
-            try:
+            try:  # slow (tens of ms): only for packages without __version__
                 version = importlib.metadata.version(top)
-            except Exception:  # noqa: BLE001 - the standard library has no distribution
-                version = "stdlib"
+            except importlib.metadata.PackageNotFoundError:
+                raise NotPersistable(modname) from None
         origin = f"{top}=={version}"
     else:
         try:
@@ -184,7 +189,7 @@ def _environment() -> tuple:
     return (
         "env",
         jax.__version__,
-        importlib.metadata.version("jaxlib"),
+        jaxlib.__version__,
         sys.version_info[:2],
         jax.default_backend(),
         tuple((d.platform, d.device_kind, d.id) for d in devices),

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import _explain, _stats
 from ._config import config
-from ._fingerprint import Lift, fingerprint, rebuild
+from ._fingerprint import Lift, fingerprint, rebuild_tracked
 from ._sinks import Snapshot
 from ._stable import aux_holds_callables, by_structure, unwrap
 from ._statics import rebox, unbox
@@ -136,12 +136,14 @@ def make_canonical(
             start = time.perf_counter()
             snapshot = Snapshot(subject)
             try:
-                new = rebuild(subject, args[:n_leaves], lift)
+                new, rebuilder = rebuild_tracked(subject, args[:n_leaves], lift)
                 if call is None:
                     out = new(*rest, **kwargs)
                 else:
                     new_rest, new_kwargs = rebox(rest, kwargs, new.values)
                     out = new.fn(*new_rest, **new_kwargs)
+                if rebuilder is not None:
+                    rebuilder.check_writes()
             finally:
                 # A failed trace's writes are side channels too: the retry
                 # after a lift_scalars fallback must not see a new key.

@@ -13,6 +13,7 @@ leaves replaced by tracers, keeping every leaf-free object as it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import _sinks
@@ -172,9 +173,15 @@ class Plan(KeyWalker):
 
 
 class Rebuilder:
-    """Replays a :class:`Plan` over a callable, substituting leaves."""
+    """Replays a :class:`Plan` over a callable, substituting leaves.
 
-    __slots__ = ("plan", "leaves", "pos", "leaf_pos", "memo", "sinks")
+    Containers and objects holding leaves are copied, so what the traced
+    function writes into them stays in the copy. :meth:`check_writes` refuses
+    the one write that would then be lost silently: replacing a lifted array
+    (a state update such as a batch-norm statistic or an RNG counter).
+    """
+
+    __slots__ = ("plan", "leaves", "pos", "leaf_pos", "memo", "sinks", "copies")
 
     def __init__(self, plan: Plan, leaves):
         self.plan = plan
@@ -183,6 +190,27 @@ class Rebuilder:
         self.pos = 0
         self.leaf_pos = 0
         self.memo: dict[int, Any] = {}
+        self.copies: list[tuple[Any, Any, Any]] = []
+
+    def copied(self, items, current: Callable[[Any], Any], where: Callable[[Any], str]) -> None:
+        """Records the lifted values among ``items`` (``(key, value)`` pairs
+        of a copy), to be checked after the trace: ``current(key)`` reads the
+        copy's value then, ``where(key)`` names it."""
+        from jax import core
+
+        lifted = [(k, v) for k, v in items if isinstance(v, core.Tracer)]
+        if lifted:
+            self.copies.append((lifted, current, where))
+
+    def check_writes(self) -> None:
+        for lifted, current, where in self.copies:
+            for k, was in lifted:
+                if current(k) is not was:
+                    raise TypeError(
+                        f"the traced function replaced {where(k)}, an array stablejit lifts "
+                        "to an input: the update cannot reach your object (under jax.jit "
+                        "the tracer would leak into it). Return the new value instead."
+                    )
 
     def next_leaf(self):
         leaf = self.leaves[self.leaf_pos]
@@ -201,15 +229,25 @@ class Rebuilder:
         return (TABLE.get(type(v)) or classify(v)).rebuild(self, v, i)
 
 
+_GONE = object()
+
+
 def rebuild(fn: Any, leaves, lift: Lift = None) -> Any:
     """Returns ``fn`` with its leaves replaced, in walk order, by ``leaves``
     (``lift``: as for the walk that collected them)."""
+    return rebuild_tracked(fn, leaves, lift)[0]
+
+
+def rebuild_tracked(fn: Any, leaves, lift: Lift = None) -> tuple[Any, Rebuilder | None]:
+    """:func:`rebuild`, and the :class:`Rebuilder` whose ``check_writes`` is
+    to run after the rebuilt callable (None if nothing was rebuilt)."""
     if not leaves:
-        return fn
+        return fn, None
     plan = Plan(fn, lift)
     if len(plan.leaves) != len(leaves):
         raise RuntimeError(
             f"stablejit internal error: {len(plan.leaves)} leaves at trace time, "
             f"{len(leaves)} passed"
         )
-    return Rebuilder(plan, leaves).walk(fn)
+    r = Rebuilder(plan, leaves)
+    return r.walk(fn), r

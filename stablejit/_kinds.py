@@ -271,6 +271,11 @@ class _List(Kind):
         new = r.memo[id(v)] = []
         walk = r.walk
         new.extend([walk(x) for x in v])
+        r.copied(
+            enumerate(new),
+            lambda k: new[k] if k < len(new) else None,
+            lambda k: f"item {k} of a list",
+        )
         return new
 
 
@@ -308,6 +313,7 @@ class _Dict(Kind):
         rebuilt = {k: walk(v[k]) for k in kept}
         for k, x in v.items():  # side channels keep their place and object
             new[k] = rebuilt.get(k, x)
+        r.copied(new.items(), new.get, lambda k: f"the item {k!r} of a dict")
         return new
 
 
@@ -387,7 +393,13 @@ class _Pytree(Kind):
         new_aux = walk(aux)
         if new_aux is not aux:  # the metadata holds lifted arrays (a closure over one)
             treedef = _with_node_data(treedef, node_type, new_aux, v)
-        return treedef.unflatten([walk(c) for c in children])
+        new = treedef.unflatten([walk(c) for c in children])
+        r.copied(
+            enumerate(_flatten_one_level(new)[0]),
+            lambda k: _flatten_one_level(new)[0][k],
+            lambda k: f"child {k} of a {type(v).__qualname__}",
+        )
+        return new
 
     def children(self, w, v):
         tu = jax.tree_util
@@ -942,11 +954,19 @@ class _Object(Kind):
         walk = r.walk
         nd = walk(d)
         if nd is not None:
-            object.__getattribute__(new, "__dict__").update(nd)
+            state = object.__getattribute__(new, "__dict__")
+            state.update(nd)
+            r.copied(state.items(), state.get, lambda k: f"{cls.__qualname__}.{k}")
+        new_slots = {}
         for name, s in zip(self.slots, slots, strict=True):
-            ns = walk(s)
+            ns = new_slots[name] = walk(s)
             if ns is not MISSING:
                 object.__setattr__(new, name, ns)
+        r.copied(
+            new_slots.items(),
+            lambda k: getattr(new, k, None),
+            lambda k: f"{cls.__qualname__}.{k}",
+        )
         return new
 
 

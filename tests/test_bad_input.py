@@ -91,3 +91,40 @@ def test_python_control_flow_on_a_lifted_array_is_jaxs_concretization_error():
 
     with pytest.raises(jax.errors.TracerBoolConversionError):
         stable_jit(f)(jnp.ones(2))
+
+
+class _Holder:
+    def __init__(self):
+        self.w = jnp.ones(2)
+        self.calls = 0
+
+
+@pytest.mark.parametrize("where", ["attribute", "dict item", "list item"])
+def test_replacing_a_lifted_array_while_traced_is_refused_not_lost(where):
+    # A state update (a batch-norm statistic, an RNG counter) would reach
+    # only stablejit's copy of the object: refused, naming it.
+    h, d, lst = _Holder(), {"w": jnp.ones(2)}, [jnp.ones(2)]
+
+    def f(x):
+        if where == "attribute":
+            h.w = h.w + x
+        elif where == "dict item":
+            d["w"] = d["w"] + x
+        else:
+            lst[0] = lst[0] + x
+        return x
+
+    with pytest.raises(TypeError, match="replaced .*an array stablejit lifts"):
+        stable_jit(f)(jnp.ones(2))
+
+
+def test_other_writes_while_traced_are_allowed(traces):
+    h = _Holder()
+
+    def f(x):
+        traces()
+        h.calls += 1  # on stablejit's copy of h: jax.jit would write it to h itself
+        return x * h.w
+
+    np.testing.assert_array_equal(stable_jit(f)(jnp.ones(2)), [1.0, 1.0])
+    assert traces.n == 1

@@ -516,7 +516,7 @@ def stable_jit(
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     lift_scalars: bool | Iterable[str] = False,
-):
+) -> Any:
     """``jax.jit`` whose cache survives redefinition of the function.
 
     ``jax.jit`` caches per function *object*, so a nested function, lambda or
@@ -551,10 +551,17 @@ def stable_jit(
     Arguments:
         fun: the function (or any callable) to compile. As in ``jax.jit``, it
             may be omitted to use ``stable_jit(...)`` as a decorator factory.
-        in_shardings, out_shardings, static_argnums, static_argnames,
-        donate_argnums, donate_argnames, keep_unused, device, backend, inline,
-        compiler_options: exactly as for ``jax.jit``, applied to the user's
-            arguments (lifted arrays are never donated).
+        in_shardings: as for ``jax.jit``, for the user's arguments.
+        out_shardings: as for ``jax.jit``.
+        static_argnums: as for ``jax.jit``, but keyed by structure (see above).
+        static_argnames: as for ``jax.jit``, but keyed by structure (see above).
+        donate_argnums: as for ``jax.jit`` (lifted arrays are never donated).
+        donate_argnames: as for ``jax.jit`` (lifted arrays are never donated).
+        keep_unused: as for ``jax.jit``.
+        device: as for ``jax.jit``.
+        backend: as for ``jax.jit``.
+        inline: as for ``jax.jit``.
+        compiler_options: as for ``jax.jit``.
         lift_scalars: stablejit's own option. ``True`` lifts every Python
             ``float`` and ``complex`` the function reaches (a learning rate, a
             temperature) to a weakly typed input, like an array, so a new value
@@ -568,7 +575,8 @@ def stable_jit(
 
     Returns:
         A :class:`StableJitted` callable with ``jax.jit``'s ``lower``,
-        ``trace``, ``eval_shape`` and ``clear_cache``.
+        ``trace``, ``eval_shape`` and ``clear_cache`` (or, without ``fun``,
+        a decorator that makes one).
 
     Example:
         >>> import jax.numpy as jnp

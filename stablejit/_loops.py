@@ -104,14 +104,17 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     return _run(_while, cond_fun, body_fun)(init_val)
 
 
-def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *, unroll=None) -> Any:
+def fori_loop(
+    lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: Any = None
+) -> Any:
     """``jax.lax.fori_loop``, compiled once per structure of ``body_fun``.
 
     Python-int bounds are static, as for ``lax.fori_loop`` (so the loop is a
     ``scan`` and reverse-differentiable); array bounds are inputs.
 
     Arguments:
-        lower, upper: the loop bounds.
+        lower: the first index (an int, or an integer scalar array).
+        upper: the index to stop before.
         body_fun: ``(i, carry) -> carry``.
         init_val: the initial carry.
         unroll: as for ``jax.lax.fori_loop``.
@@ -144,7 +147,10 @@ def scan(
         f: ``(carry, x) -> (carry, y)``.
         init: the initial carry.
         xs: the values scanned over (a pytree of arrays with a leading axis), or None.
-        length, reverse, unroll, _split_transpose: as for ``jax.lax.scan`` (static).
+        length: as for ``jax.lax.scan``.
+        reverse: as for ``jax.lax.scan``.
+        unroll: as for ``jax.lax.scan``.
+        _split_transpose: as for ``jax.lax.scan``.
 
     Returns:
         ``(final carry, stacked ys)``.
@@ -158,12 +164,13 @@ def scan(
     return _run(_scan, f, length, reverse, unroll, _split_transpose)(init, xs)
 
 
-def cond(pred, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
     """``jax.lax.cond``, compiled once per structure of its branches.
 
     Arguments:
         pred: a boolean scalar.
-        true_fun, false_fun: the branches, called with ``*operands``.
+        true_fun: the branch taken if ``pred`` is true, called with ``*operands``.
+        false_fun: the other branch.
         operands: the branches' arguments.
 
     Returns:
@@ -177,7 +184,7 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
     return _run(_cond, true_fun, false_fun)(pred, *operands)
 
 
-def switch(index, branches: Sequence[Callable], *operands: Any) -> Any:
+def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     """``jax.lax.switch``, compiled once per structure of its branches.
 
     Arguments:

@@ -475,16 +475,19 @@ class _Function(Kind):
         ref = seen.get(id(fn))
         if ref is not None:
             return ("ref", ref)
-        seen[id(fn)] = len(seen)
         code = fn.__code__
         info = _CODE_INFO.get(id(code)) or code_info(code)
+        if info.library and fn.__closure__ is None and "<locals>" not in fn.__qualname__:
+            # Keyed by identity, before it could take a number in ``seen``:
+            # a fast-path match re-checks such children without numbering
+            # them, and back references must count the same either way.
+            return fn
+        seen[id(fn)] = len(seen)
         fast = info.fast[0]
         if fast is not None and w.exact:
             key = fast.match(fn, w.leaves, w.sinks)
             if key is not None:
                 return key
-        if info.library and fn.__closure__ is None and "<locals>" not in fn.__qualname__:
-            return fn
         walk = w.walk
         # The order of the walks below is the order rebuild() replays.
         defaults = fn.__defaults__
@@ -542,8 +545,15 @@ class _Function(Kind):
             ckeys,
             walk(d) if d else None,
         )
-        if w.exact and not d and len(gkeys) == len(info.global_names):
-            info.fast[0] = _FastPath.build(fn, info, sinks, gskip, gkeys, ckeys, key)
+        if (
+            w.exact
+            and not d
+            and info.fast[1] < _FAST_PATH_TRIES
+            and len(gkeys) == len(info.global_names)
+        ):
+            fast = info.fast[0] = _FastPath.build(fn, info, sinks, gskip, gkeys, ckeys, key)
+            if fast is None:  # children a fast path cannot re-check (functions, objects)
+                info.fast[1] += 1
         return key
 
     def children(self, w, fn):
@@ -657,6 +667,10 @@ class _Function(Kind):
             new.__dict__.update(walk(fn.__dict__))
         return new
 
+
+_FAST_PATH_TRIES = 8
+"""Failed fast-path builds after which a code object's functions stop trying
+(an optax update function, whose children are functions, never qualifies)."""
 
 _LEAF_SLOT = type("LeafSlot", (), {"__repr__": lambda self: "<leaf slot>"})()
 _ATOM_TYPES = frozenset({int, bool, float, complex, str, bytes, type(None)})
@@ -1104,6 +1118,10 @@ LIBRARY_KINDS: dict[str, Kind] = {
     # only to preserve sharing between modules, which the walk already sees
     # as object identity; keyed by value, every rebuilt model would miss.
     "flax.ids.FlaxId": _Constant(),
+    # What a flax Scope keeps of the trace it was made under, to refuse use
+    # under another: a new object per trace (every jax.grad), never an input
+    # to the computation.
+    "jax._src.core.OpaqueTraceState": _Constant(),
 }
 """Kinds of library types, by qualified name, so that the library need not
 be imported to declare them."""

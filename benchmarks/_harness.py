@@ -15,10 +15,21 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
+
+
 def parse_args(description: str, **defaults) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    p.add_argument("--rounds", type=int, default=defaults.get("rounds", 15))
+    """The common options, then ``extra`` ones; sets ``JAX_PLATFORMS`` before jax is imported.
+
+    ``rounds`` is the default number of rounds, ``quick_rounds`` the one under
+    ``--quick`` (each case's short profile, used by ``python -m benchmarks --quick``).
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--device", choices=list(PLATFORMS), default="cpu")
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--quick", action="store_true", help="the short profile")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument(
         "--host-devices", type=int, default=0, help="split the CPU into N devices (XLA_FLAGS)"
@@ -26,8 +37,11 @@ def parse_args(description: str, **defaults) -> argparse.Namespace:
     for name, help_text in defaults.get("extra", {}).items():
         p.add_argument(f"--{name}", default=None, help=help_text)
     args = p.parse_args()
+    if args.rounds is None:
+        rounds = defaults.get("rounds", 15)
+        args.rounds = defaults.get("quick_rounds", rounds) if args.quick else rounds
     # Must happen before jax is imported anywhere.
-    os.environ["JAX_PLATFORMS"] = "cuda" if args.device == "gpu" else "cpu"
+    os.environ["JAX_PLATFORMS"] = PLATFORMS[args.device]
     if args.host_devices:
         flag = f"--xla_force_host_platform_device_count={args.host_devices}"
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
@@ -69,10 +83,12 @@ def interleaved(variants: dict[str, tuple[Callable[[], object], int]], rounds: i
 
 def environment() -> dict:
     import jax
+    import jaxlib
 
     return {
         "python": sys.version.split()[0],
         "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
         "backend": jax.default_backend(),
         "device": str(jax.devices()[0].device_kind),
         "devices": jax.device_count(),
@@ -88,14 +104,62 @@ def fmt_time(s: float) -> str:
     return f"{s * 1e6:.1f} µs"
 
 
+def stem(name: str) -> str:
+    """``<name>-<backend>``, with ``-<n>dev`` when there are several devices."""
+    import jax
+
+    n = jax.device_count()
+    return f"{name}-{jax.default_backend()}" + (f"-{n}dev" if n > 1 else "")
+
+
+def _record(path: Path) -> None:
+    """Tells ``python -m benchmarks`` (through $STABLEJIT_BENCH_MANIFEST) what a case wrote."""
+    manifest = os.environ.get(MANIFEST)
+    if manifest:
+        with open(manifest, "a") as f:
+            f.write(f"{path}\n")
+
+
+MANIFEST = "STABLEJIT_BENCH_MANIFEST"
+
+
 def write(name: str, out: Path, payload: dict, table: str) -> None:
     """Writes ``<name>.json`` and ``<name>.md`` (the table plus environment)."""
     out.mkdir(parents=True, exist_ok=True)
     backend = payload["environment"]["backend"]
-    devices = payload["environment"]["devices"]
-    stem = f"{name}-{backend}" + (f"-{devices}dev" if devices > 1 else "")
-    (out / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
+    s = stem(name)
+    (out / f"{s}.json").write_text(json.dumps(payload, indent=2) + "\n")
     env = ", ".join(f"{k} {v}" for k, v in payload["environment"].items())
-    (out / f"{stem}.md").write_text(f"# {name} ({backend})\n\n{table}\n\n_{env}_\n")
+    (out / f"{s}.md").write_text(f"# {name} ({backend})\n\n{table}\n\n_{env}_\n")
+    _record(out / f"{s}.json")
+    _record(out / f"{s}.md")
     print(table)
-    print(f"\nwrote {out / stem}.json and .md")
+    print(f"\nwrote {out / s}.json and .md")
+
+
+def figure(**kwargs):
+    """A matplotlib figure drawn off-screen (Agg), or None without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[bench]'): no plot", file=sys.stderr)
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.figure(**kwargs)
+
+
+def save_plot(fig, name: str, out: Path) -> Path | None:
+    """Saves ``fig`` as ``<out>/<name>-<backend>.png``; returns the path."""
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stem(name)}.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    _record(path)
+    print(f"wrote {path}")
+    return path

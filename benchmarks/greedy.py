@@ -1,6 +1,7 @@
 """Greedy decoding shaped like HuggingFace's Flax ``greedy_search``.
 
     python benchmarks/greedy.py [--device gpu] [--rounds N] [--size tiny|4-layer|gpt2-small]
+                                [--quick]
 
 A self-contained pure-JAX decoder (embeddings, N attention + MLP layers, a
 params pytree named like HF's GPT-2) and the greedy loop as HF writes it:
@@ -21,7 +22,10 @@ from __future__ import annotations
 import _harness
 
 args = _harness.parse_args(
-    __doc__, rounds=5, extra={"size": "tiny, 4-layer (default) or gpt2-small"}
+    __doc__,
+    rounds=5,
+    quick_rounds=2,
+    extra={"size": "tiny, 4-layer (default; tiny with --quick) or gpt2-small"},
 )
 
 import functools  # noqa: E402
@@ -155,7 +159,7 @@ def hoisted(params, input_ids, temperature, *, model, max_length, pad, eos):
 
 
 def main():
-    size = args.size or "4-layer"
+    size = args.size or ("tiny" if args.quick else "4-layer")
     cfg = SIZES[size]
     model = Decoder(**cfg)
     params = [init_params(jax.random.key(s), **cfg) for s in range(2)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import _harness
 
-args = _harness.parse_args(__doc__, rounds=7)
+args = _harness.parse_args(__doc__, rounds=7, quick_rounds=3)
 
 import os  # noqa: E402
 

@@ -1,11 +1,12 @@
 """Memory: fresh closures over fresh arrays, and a bounded cache of many variants.
 
-    python benchmarks/memory.py [--device gpu] [--rounds N]
+    python benchmarks/memory.py [--device gpu] [--rounds N] [--quick]
 
 1. 10 000 calls of a nested function closing over a fresh 1 MiB array each call:
    resident memory after warm-up and after the calls (the arrays must not be kept).
 2. 600 distinct variants (a changing Python scalar) with ``config.cache_size=100``:
    entries stay at 100 and memory stays bounded.
+``--quick`` divides both counts by ten (and the cache size too).
 Writes ``benchmarks/results/memory-<backend>.{json,md}``. Linux only (reads /proc).
 """
 
@@ -24,6 +25,7 @@ import stablejit  # noqa: E402
 from stablejit import _cache, stable_jit  # noqa: E402
 
 MIB = 1 << 20
+SCALE = 10 if args.quick else 1  # --quick: a tenth of the calls and variants
 
 
 def rss() -> float:
@@ -52,17 +54,18 @@ def many_variants(n: int) -> None:
 
 
 def main():
-    fresh_arrays(100)
+    calls, variants, size = 10_000 // SCALE, 600 // SCALE, 100 // SCALE
+    fresh_arrays(100 // SCALE)
     a0 = rss()
-    fresh_arrays(10_000)
+    fresh_arrays(calls)
     a1 = rss()
     entries_a = _cache.num_entries()
 
-    stablejit.config.cache_size = 100
+    stablejit.config.cache_size = size
     stablejit.config.recompile_limit = 10_000
-    many_variants(200)
+    many_variants(variants // 3)
     b0 = rss()
-    many_variants(600)
+    many_variants(variants)
     b1 = rss()
     entries_b = _cache.num_entries()
     info = stablejit.cache_info()
@@ -70,9 +73,9 @@ def main():
     rows = [
         "| scenario | RSS before | RSS after | growth | cache entries |",
         "|---|---:|---:|---:|---:|",
-        f"| 10 000 calls, fresh closure over a fresh 1 MiB array each | {a0:.0f} MiB | "
+        f"| {calls:,} calls, fresh closure over a fresh 1 MiB array each | {a0:.0f} MiB | "
         f"{a1:.0f} MiB | {a1 - a0:+.1f} MiB | {entries_a} |",
-        f"| 600 more distinct variants, cache_size=100 | {b0:.0f} MiB | {b1:.0f} MiB | "
+        f"| {variants} more distinct variants, cache_size={size} | {b0:.0f} MiB | {b1:.0f} MiB | "
         f"{b1 - b0:+.1f} MiB | {entries_b} (evictions: {info.evictions}) |",
     ]
     _harness.write(

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import _harness
 
-args = _harness.parse_args(__doc__, rounds=21, extra={"baseline": "git revision to compare with"})
+args = _harness.parse_args(
+    __doc__, rounds=21, quick_rounds=5, extra={"baseline": "git revision to compare with"}
+)
 
 import importlib  # noqa: E402
 import io  # noqa: E402

@@ -20,7 +20,10 @@ from __future__ import annotations
 import _harness
 
 args = _harness.parse_args(
-    __doc__, rounds=5, extra={"size": "greedy decoder: tiny, 4-layer (default) or gpt2-small"}
+    __doc__,
+    rounds=5,
+    quick_rounds=1,
+    extra={"size": "greedy decoder: tiny, 4-layer (default; tiny with --quick) or gpt2-small"},
 )
 
 import json  # noqa: E402
@@ -52,7 +55,7 @@ def first_call(case: str, variant: str, directory: str, size: str) -> dict:
 
 
 def main():
-    size = args.size or "4-layer"
+    size = args.size or ("tiny" if args.quick else "4-layer")
     results = {}
     start = time.perf_counter()
     for case in ("seed", "greedy"):

@@ -1,6 +1,6 @@
 """The seed case: a nested function jitted on every call of its enclosing function.
 
-    python benchmarks/seed.py [--device gpu] [--rounds N]
+    python benchmarks/seed.py [--device gpu] [--rounds N] [--quick]
 
 Compares, per call of ``outer``: ``jax.jit`` of the nested function (recompiles
 every call), ``stable_jit`` of the nested function, and a hoisted ``@jax.jit``
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import _harness
 
-args = _harness.parse_args(__doc__, rounds=15)
+args = _harness.parse_args(__doc__, rounds=15, quick_rounds=5)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

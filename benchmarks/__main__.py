@@ -12,7 +12,7 @@ the cases' JSON, markdown tables and PNG plots, and ``suite-<backend>.json``
 ``suite-<backend>.md`` (every table), under ``benchmarks/results/``, or
 ``benchmarks/results/quick/`` with ``--quick``.
 
-``--quick`` is the short profile (about a minute and a half on two CPU
+``--quick`` is the short profile (about a minute on two CPU
 cores): fewer rounds and calls, the tiny decoder, 1 and 10 MB constants, a
 tenth of the memory case; the fresh-process ``persistent`` case is left out.
 A full run to the default folder also copies the plots to

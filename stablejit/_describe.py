@@ -69,6 +69,13 @@ class Description:
         rows: every part, in walk order: its path of labels, a summary,
             a token (equal tokens ⇔ equal key parts) and whether it is lifted.
         truncated: how many parts were left out past :data:`MAX_ROWS`.
+
+    Example:
+        >>> import jax.numpy as jnp, stablejit
+        >>> w = jnp.ones(3)
+        >>> d = stablejit.describe(lambda x: x * w)
+        >>> [name for name, _ in d.lifted]
+        ["global 'w'"]
     """
 
     def __init__(self, fn: Any, rows: list[Row], truncated: int):

@@ -24,11 +24,40 @@ _MAX_VALUES = 32  # distinct summaries remembered per part
 
 
 class RecompileLimitError(RuntimeError):
-    """A function compiled more distinct variants than ``config.recompile_limit``."""
+    """A function compiled more distinct variants than ``config.recompile_limit``.
+
+    Raised when ``config.on_recompile_limit == "raise"``.
+
+    Example:
+        >>> import jax.numpy as jnp, stablejit
+        >>> stablejit.config.on_recompile_limit = "raise"
+        >>> def scaled(k):
+        ...     return stablejit.stable_jit(lambda x: x * k)
+        >>> try:
+        ...     for k in range(20):
+        ...         _ = scaled(float(k))(jnp.ones(1))
+        ... except stablejit.RecompileLimitError as e:
+        ...     print(str(e).split(" at ")[0])
+        stable_jit(scaled.<locals>.<lambda>)
+        >>> stablejit.config.on_recompile_limit = "warn"
+    """
 
 
 class RecompileLimitWarning(UserWarning):
-    """A function compiled more distinct variants than ``config.recompile_limit``."""
+    """A function compiled more distinct variants than ``config.recompile_limit``.
+
+    Warned once per function when ``config.on_recompile_limit == "warn"`` (the
+    default), naming what keeps changing.
+
+    Example:
+        >>> import warnings, jax.numpy as jnp, stablejit
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     for k in range(10):
+        ...         _ = stablejit.stable_jit(lambda x, k=float(k): x * k)(jnp.ones(1))
+        >>> caught[0].category.__name__
+        'RecompileLimitWarning'
+    """
 
 
 def on_new_key(stats: Stats, fn, key) -> bool:

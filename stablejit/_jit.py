@@ -228,6 +228,13 @@ class StableJitted:
     """A callable compiled like ``jax.jit``, cached by structure.
 
     Returned by :func:`stable_jit`; see there.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from stablejit import stable_jit
+        >>> f = stable_jit(lambda x: x * 2)
+        >>> f.lower(jnp.ones(2)).compile()(jnp.ones(2))
+        Array([2., 2.], dtype=float32)
     """
 
     __slots__ = ("_fun", "_opts", "__weakref__")

@@ -64,7 +64,17 @@ class patch:  # noqa: N801 - a function to call, which also works as a context m
 
 
 def unpatch() -> None:
-    """Undoes one :class:`patch`; the originals are back after the last one."""
+    """Undoes one :class:`patch`; the originals are back after the last one.
+
+    Example:
+        >>> import jax, stablejit
+        >>> _ = stablejit.patch()
+        >>> jax.jit is stablejit.stable_jit
+        True
+        >>> stablejit.unpatch()
+        >>> jax.jit is stablejit.stable_jit
+        False
+    """
     global _DEPTH
     with _LOCK:
         if _DEPTH == 0:

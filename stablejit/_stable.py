@@ -103,7 +103,16 @@ _MAX_STATICS = 256
 
 
 class StableFunction(StableTree):
-    """A callable that is a pytree: see :func:`stable`."""
+    """A callable that is a pytree: see :func:`stable`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from stablejit import stable
+        >>> w = jnp.ones(2)
+        >>> f = stable(lambda x: x * w)
+        >>> jax.tree_util.tree_leaves(f)[0] is w
+        True
+    """
 
     __slots__ = ()
 

@@ -17,7 +17,16 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 class CacheInfo(NamedTuple):
-    """What the cache did for one function, or for all of them."""
+    """What the cache did for one function, or for all of them.
+
+    Example:
+        >>> import jax.numpy as jnp, stablejit
+        >>> f = stablejit.stable_jit(lambda x: x + 1)
+        >>> _ = f(jnp.ones(2)); _ = f(jnp.ones(2))
+        >>> info = stablejit.cache_info(f)
+        >>> info.misses, info.hits, info.traces
+        (1, 1, 1)
+    """
 
     hits: int
     """Calls that found the entry of their key (JAX may still have retraced

@@ -60,49 +60,13 @@ class _Static:
         return f"<structure of {getattr(self.skeleton, '__qualname__', self.skeleton)!r}>"
 
 
-class StableTree:
-    """Any value as a pytree keyed by its fingerprint (see :func:`stable`)."""
-
-    __slots__ = ("_static", "_leaves", "_value", "__weakref__")
-
-    def __init__(self, static: _Static, leaves: list, value: Any = _HOLE):
-        self._static = static
-        self._leaves = leaves
-        self._value = value  # the value itself, once built
-
-    @classmethod
-    def of(cls, value, lift: Lift = None) -> StableTree:
-        key, leaves = fingerprint(value, lift)
-        static = _STATICS.get(key)
-        if static is None:
-            skeleton = rebuild(value, [_HOLE] * len(leaves), lift)
-            static = _STATICS[key] = _Static(key, skeleton, lift)
-            if len(_STATICS) > _MAX_STATICS:
-                _STATICS.pop(next(iter(_STATICS)), None)
-        return cls(static, leaves, value)
-
-    def value(self) -> Any:
-        """The value, with this tree's leaves in place."""
-        v = self._value
-        if v is _HOLE:
-            v = self._value = rebuild(self._static.skeleton, self._leaves, self._static.lift)
-        return v
-
-    @property
-    def __wrapped__(self):
-        return self._value if self._value is not _HOLE else self._static.skeleton
-
-    def __repr__(self):
-        return f"stable({self.__wrapped__!r}, {len(self._leaves)} leaves)"
-
-
 _STATICS: dict = {}
-"""Structure → its static part, so that a value rebuilt per call (a training
-state passed to a step) does not rebuild its skeleton per call."""
+"""Structure → its static part, so that a function rebuilt per call does not
+rebuild its skeleton per call (see :func:`stable`)."""
 _MAX_STATICS = 256
 
 
-class StableFunction(StableTree):
+class StableFunction:
     """A callable that is a pytree: see :func:`stable`.
 
     Example:
@@ -114,36 +78,59 @@ class StableFunction(StableTree):
         True
     """
 
-    __slots__ = ()
+    __slots__ = ("_static", "_leaves", "_fn", "__weakref__")
+
+    def __init__(self, static: _Static, leaves: list, fn: Any = _HOLE):
+        self._static = static
+        self._leaves = leaves
+        self._fn = fn  # the function itself, once built
+
+    @classmethod
+    def of(cls, fn, lift: Lift = None) -> StableFunction:
+        key, leaves = fingerprint(fn, lift)
+        static = _STATICS.get(key)
+        if static is None:
+            skeleton = rebuild(fn, [_HOLE] * len(leaves), lift)
+            static = _STATICS[key] = _Static(key, skeleton, lift)
+            if len(_STATICS) > _MAX_STATICS:
+                _STATICS.pop(next(iter(_STATICS)), None)
+        return cls(static, leaves, fn)
 
     def __call__(self, *args, **kwargs):
-        return self.value()(*args, **kwargs)
+        fn = self._fn
+        if fn is _HOLE:
+            fn = self._fn = rebuild(self._static.skeleton, self._leaves, self._static.lift)
+        return fn(*args, **kwargs)
+
+    @property
+    def __wrapped__(self):
+        return self._fn if self._fn is not _HOLE else self._static.skeleton
+
+    def __repr__(self):
+        return f"stable({self.__wrapped__!r}, {len(self._leaves)} leaves)"
 
 
-def _flatten(f: StableTree):
-    return f._leaves, f._static
+# Leaves may be anything when unflattened (tracers, shapes, None from
+# tree_map): the function is built only when called.
+jax.tree_util.register_pytree_node(
+    StableFunction,
+    lambda f: (f._leaves, f._static),
+    lambda static, leaves: StableFunction(static, list(leaves)),
+)
 
 
-for _cls in (StableTree, StableFunction):
-    # Leaves may be anything when unflattened (tracers, shapes, None from
-    # tree_map): the value is built only when asked for.
-    jax.tree_util.register_pytree_node(
-        _cls, _flatten, lambda static, leaves, cls=_cls: cls(static, list(leaves))
-    )
-
-
-class _StableTreeKind(Kind):
-    """A :class:`StableTree` reached from a function: its structure and its
-    leaves, not the skeleton (whose holes are not arrays)."""
+class _StableFunctionKind(Kind):
+    """A :class:`StableFunction` reached from a function: its structure and
+    its leaves, not the skeleton (whose holes are not arrays)."""
 
     name = "stable function"
 
     def key(self, w, f):
-        return (type(f), f._static, _keys(w, f._leaves))
+        return (StableFunction, f._static, _keys(w, f._leaves))
 
     def rebuild(self, r, f, i):
         walk = r.walk
-        return type(f)(f._static, [walk(x) for x in f._leaves])
+        return StableFunction(f._static, [walk(x) for x in f._leaves])
 
     def children(self, w, f):
         return [(f"[{i}]", x) for i, x in enumerate(f._leaves)]
@@ -152,8 +139,7 @@ class _StableTreeKind(Kind):
         return f._static
 
 
-register_kind(StableFunction, _StableTreeKind())
-register_kind(StableTree, _StableTreeKind())
+register_kind(StableFunction, _StableFunctionKind())
 
 
 def stable(fn: Callable, *, lift_scalars: bool | Iterable[str] = False) -> StableFunction:

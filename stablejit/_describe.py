@@ -74,8 +74,9 @@ class Description:
         >>> import jax.numpy as jnp, stablejit
         >>> w = jnp.ones(3)
         >>> d = stablejit.describe(lambda x: x * w)
-        >>> [name for name, _ in d.lifted]
-        ["global 'w'"]
+        >>> name, summary = d.lifted[0]
+        >>> print(name, summary)
+        global 'w' float32[3]
     """
 
     def __init__(self, fn: Any, rows: list[Row], truncated: int):

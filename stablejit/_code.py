@@ -25,10 +25,22 @@ _GENERATOR_FLAGS = (
     | 0x200  # CO_ASYNC_GENERATOR
 )
 
-_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
-_GLOBAL_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
-_DEREF_STORES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
-_ATTR_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+# The opcodes the scan acts on, and how each one's argument names something.
+# The bytecode is read directly, not through dis.get_instructions: that
+# builds an Instruction per opcode with line and position data, ~1 ms per
+# function, which a fresh process (persistent mode) pays for every function
+# it keys on its first call.
+_OP = dis.opmap
+_EXTENDED_ARG = dis.EXTENDED_ARG
+_CACHE = _OP.get("CACHE", -1)  # 3.11+: inline cache entries follow some opcodes
+_SHIFT_GLOBAL = 1 if sys.version_info >= (3, 11) else 0  # low bit: push NULL
+_SHIFT_ATTR = 1 if sys.version_info >= (3, 12) else 0  # low bit: method load
+_GLOBAL_LOADS = {_OP["LOAD_GLOBAL"]: _SHIFT_GLOBAL, _OP["LOAD_NAME"]: 0}
+_ATTR_LOADS = {_OP["LOAD_ATTR"]: _SHIFT_ATTR}
+if "LOAD_METHOD" in _OP:  # up to 3.11
+    _ATTR_LOADS[_OP["LOAD_METHOD"]] = 0
+_GLOBAL_STORES = frozenset({_OP["STORE_GLOBAL"], _OP["DELETE_GLOBAL"]})
+_DEREF_STORES = frozenset({_OP["STORE_DEREF"], _OP["DELETE_DEREF"]})
 
 
 class CodeInfo(NamedTuple):
@@ -92,26 +104,52 @@ def _analyse(code: types.CodeType) -> CodeInfo:
     )
 
 
+def _instructions(code):
+    """``(opcode, argument)`` of ``code``, extended arguments folded in and
+    inline cache entries left out."""
+    raw = code.co_code
+    ext = 0
+    for i in range(0, len(raw), 2):
+        op = raw[i]
+        if op == _EXTENDED_ARG:
+            ext = (ext | raw[i + 1]) << 8
+            continue
+        if op != _CACHE:
+            yield op, ext | raw[i + 1]
+        ext = 0
+
+
+def _deref_name(code, arg: int) -> str:
+    if sys.version_info >= (3, 11):  # an index into all of the frame's variables
+        return code._varname_from_oparg(arg)
+    return (code.co_cellvars + code.co_freevars)[arg]
+
+
 def _scan(code, names, chains, global_stores, deref_stores, top):
+    co_names = code.co_names
     chain: list[str] | None = None
-    for ins in dis.get_instructions(code):
-        op = ins.opname
-        if op in _GLOBAL_LOADS:
-            names[ins.argval] = None
+    for op, arg in _instructions(code):
+        shift = _GLOBAL_LOADS.get(op)
+        if shift is not None:
+            name = co_names[arg >> shift]
+            names[name] = None
             if chain:
                 chains[tuple(chain)] = None
-            chain = [ins.argval]
+            chain = [name]
             continue
-        if op in _ATTR_LOADS and chain is not None:
-            chain.append(ins.argval)
-            continue
-        if chain:
+        if chain is not None:
+            shift = _ATTR_LOADS.get(op)
+            if shift is not None:
+                chain.append(co_names[arg >> shift])
+                continue
             chains[tuple(chain)] = None
-        chain = None
+            chain = None
         if op in _GLOBAL_STORES:
-            global_stores.add(ins.argval)
-        elif top and op in _DEREF_STORES and ins.argval in code.co_freevars:
-            deref_stores.add(ins.argval)
+            global_stores.add(co_names[arg])
+        elif top and op in _DEREF_STORES:
+            name = _deref_name(code, arg)
+            if name in code.co_freevars:
+                deref_stores.add(name)
     if chain:
         chains[tuple(chain)] = None
     for const in code.co_consts:

@@ -25,6 +25,7 @@ import math
 import threading
 import types
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -934,9 +935,12 @@ class _Object(Kind):
     name = "object"
     cyclic = True
 
-    def __init__(self, cls):
+    def __init__(self, cls, derived: dict[str, Callable[[Any], Any]] | None = None):
         self.slots = _slot_names(cls)
         self.has_dict = any("__dict__" in c.__dict__ for c in cls.__mro__)
+        # Attributes keyed by what they mean rather than what they hold: name
+        # -> function of the object (see LIBRARY_KINDS).
+        self.derived = derived
 
     def _state(self, v):
         d = object.__getattribute__(v, "__dict__") if self.has_dict else None
@@ -948,6 +952,8 @@ class _Object(Kind):
         if ref is not None:
             return ref
         d, slots = self._state(v)
+        if self.derived and d is not None:
+            d = {**d, **{k: f(v) for k, f in self.derived.items() if k in d}}
         walk = w.walk
         return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
 
@@ -1113,7 +1119,7 @@ class _Constant(Kind):
         return type(v)
 
 
-LIBRARY_KINDS: dict[str, Kind] = {
+LIBRARY_KINDS: dict[str, Kind | Callable[[type], Kind]] = {
     # A flax module's counter id, fresh for every module object. Flax uses it
     # only to preserve sharing between modules, which the walk already sees
     # as object identity; keyed by value, every rebuilt model would miss.
@@ -1122,9 +1128,15 @@ LIBRARY_KINDS: dict[str, Kind] = {
     # under another: a new object per trace (every jax.grad), never an input
     # to the computation.
     "jax._src.core.OpaqueTraceState": _Constant(),
+    # transformers stores hash(config), which PYTHONHASHSEED changes, to tell
+    # later whether the user edited the config: keyed by that meaning, so a
+    # model's key is the same in every process (persistent mode).
+    "transformers.generation.configuration_utils.GenerationConfig": lambda cls: _Object(
+        cls, derived={"_original_object_hash": lambda c: c._original_object_hash == hash(c)}
+    ),
 }
 """Kinds of library types, by qualified name, so that the library need not
-be imported to declare them."""
+be imported to declare them; a function of the class makes one kind per class."""
 
 USER_KINDS: dict[type, Kind] = {}
 """Kinds users declared (see register_type), for a class and its subclasses."""
@@ -1154,6 +1166,8 @@ def classify(v: Any) -> Kind:
     user = next((USER_KINDS[c] for c in cls.__mro__ if c in USER_KINDS), None)
     if user is None:
         user = LIBRARY_KINDS.get(f"{cls.__module__}.{cls.__qualname__}")
+        if user is not None and not isinstance(user, Kind):
+            user = user(cls)
     if user is not None:
         kind = user
     elif issubclass(cls, _ARRAY_BASES):

@@ -150,6 +150,8 @@ def _spell(v) -> Any:
         return v
     if t is tuple:
         return ("t", *[_spell(x) for x in v])
+    if t is list:  # e.g. a dict node's keys
+        return ("l", *[_spell(x) for x in v])
     if t is float:
         return ("f", float.hex(v))
     if t is complex:
@@ -175,12 +177,29 @@ def _spell(v) -> Any:
     if isinstance(v, (range, slice, jax.sharding.PartitionSpec)):
         return ("repr", _qualified(type(v)), repr(v))
     if isinstance(v, jax.tree_util.PyTreeDef):
-        text = str(v)
-        if "CustomNode" in text:  # its auxiliary data, printed, may not be exact
-            raise NotPersistable(v)
-        return ("treedef", text)
+        # Node by node: a custom node's auxiliary data is spelled like any
+        # other value (its printed form need not be exact).
+        data = v.node_data()
+        if data is None:
+            return ("leaf",)
+        node_type, aux = data
+        return ("node", _qualified(node_type), _spell(aux), *map(_spell, v.children()))
     if isinstance(v, jax.extend.core.Primitive):
         return ("primitive", _qualified(type(v)), v.name)
+    if isinstance(v, jax.ShapeDtypeStruct):  # e.g. a flax model's shape tree
+        return ("shape", v.shape, v.dtype.str, v.weak_type, _spell(v.sharding))
+    if isinstance(v, jax.Device):
+        return ("device", v.platform, v.id)
+    if isinstance(v, jax.sharding.Mesh):
+        # Its repr leaves out which device sits where.
+        return ("mesh", repr(v), v.devices.shape, tuple(d.id for d in v.devices.flat))
+    if isinstance(v, jax.sharding.Sharding):
+        # Its repr names the mesh's shape, not its device order: the device
+        # assignment (jax's own, in order) says that.
+        devices = getattr(v, "_device_assignment", None)
+        if devices is None:
+            raise NotPersistable(v)
+        return ("sharding", _qualified(type(v)), repr(v), tuple(d.id for d in devices))
     raise NotPersistable(v)
 
 
@@ -230,7 +249,8 @@ def disk_key(key, leaves, args, kwargs) -> bytes | None:
         if config.explain_misses:
             what = e.args[0] if e.args else "?"
             logger.warning(
-                "stablejit: not persisted: %s is keyed by identity in this process only",
+                "stablejit: not persisted: %s has no spelling outside this process "
+                "(it is keyed by identity, or by its own __eq__)",
                 f"{type(what).__qualname__} {what!r:.60}",
             )
         return None

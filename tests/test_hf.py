@@ -84,3 +84,23 @@ def test_stable_jit_of_generate_follows_a_params_swap_where_jax_jit_goes_stale(m
         assert stablejit.num_traces(stable) == 1  # new values are inputs, not constants
     finally:
         model.params = old
+
+
+def test_generation_config_is_keyed_by_whether_it_was_edited_not_by_its_stored_hash():
+    # transformers stores hash(config) (PYTHONHASHSEED-dependent) to notice
+    # edits later; a key holding that number would differ in every process.
+    from stablejit._fingerprint import KeyWalker
+    from stablejit._persist import _spell
+
+    def config(stored_offset):
+        c = transformers.GenerationConfig(max_length=7)
+        c._original_object_hash = hash(c) + stored_offset
+        return c
+
+    unedited, edited = config(0), config(1)
+    keys = [KeyWalker().walk(c) for c in (unedited, config(0), edited)]
+    assert keys[0] == keys[1]  # equal meaning, equal key
+    assert keys[0] != keys[2]  # an edited config may generate differently
+    assert str(hash(unedited)) not in repr(_spell(keys[0]))
+    unedited.max_length = 8
+    assert KeyWalker().walk(unedited) != keys[0]  # its content is keyed too

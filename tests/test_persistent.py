@@ -156,3 +156,37 @@ def test_an_executable_served_by_jax_cache_is_not_persisted_and_it_says_so(tmp_p
     assert "JAX's persistent compilation cache served the executable" in err
     third, _ = _run(tmp_path)
     assert third["traces"] == 1
+
+
+def test_shapes_devices_meshes_and_shardings_are_spelled_with_their_device_order():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from stablejit import _persist
+
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    sharding = NamedSharding(mesh, PartitionSpec("x"))
+    values = [
+        jax.ShapeDtypeStruct((3,), jnp.float32),
+        jax.ShapeDtypeStruct((4,), jnp.float32),
+        jax.ShapeDtypeStruct((3,), jnp.int32),
+        jax.ShapeDtypeStruct((3,), jnp.float32, sharding=sharding),
+        jax.devices()[0],
+        mesh,
+        sharding,
+    ]
+    spelled = [_persist._spell(v) for v in values]
+    assert len({repr(s) for s in spelled}) == len(values)  # all told apart
+    ids = tuple(d.id for d in jax.devices())
+    assert spelled[5][-1] == ids and spelled[6][-1] == ids
+
+    def plain(x):  # only process-independent atoms
+        return (
+            x is None
+            or type(x) in (bool, int, str, bytes)
+            or (type(x) is tuple and all(plain(y) for y in x))
+        )
+
+    assert all(plain(s) for s in spelled)

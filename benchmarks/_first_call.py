@@ -1,12 +1,16 @@
 """One fresh process, one first call: run by benchmarks/persistent.py.
 
-    python benchmarks/_first_call.py <seed|greedy> <none|jax-cache|stablejit> <dir> [size]
+    python benchmarks/_first_call.py <seed|greedy|hf> <none|jax-cache|stablejit> <dir> [size]
 
 Prints JSON: the seconds of the first call (inputs built beforehand; for the
-decoder also of its while loop alone, the function that is cached), and how
-many times the user's function was traced.
+decoders also of their while loop alone, the function that is cached), and how
+many times the user's function was traced. ``hf`` is transformers' own Flax
+GPT-2 ``generate()`` (a tiny random model), run under ``stablejit.patch()``
+for the stablejit variant.
 """
 
+import contextlib
+import functools
 import gc
 import json
 import os
@@ -35,6 +39,16 @@ loop = stablejit.while_loop if variant == "stablejit" else lax.while_loop
 TRACES = []
 LOOP = []
 
+
+def timed(fn, *args):
+    # The cached function itself: the loop, apart from the eager set-up
+    # operations the decoder runs before it.
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    LOOP.append(time.perf_counter() - start)
+    return out
+
+
 if case == "seed":
     x = jnp.arange(4.0)
 
@@ -44,7 +58,7 @@ if case == "seed":
             return x * 2
 
         return jit(inner)(x)
-else:
+elif case == "greedy":
     cfg = greedy.SIZES[size]
     model = greedy.Decoder(**cfg)
     params = greedy.init_params(jax.random.key(0), **cfg)
@@ -56,17 +70,44 @@ else:
             TRACES.append(1)
             return super().__call__(logits)
 
-    def timed_loop(*args):
-        # The cached function itself: the loop, apart from the eager set-up
-        # operations greedy_search runs before it.
-        start = time.perf_counter()
-        out = jax.block_until_ready(loop(*args))
-        LOOP.append(time.perf_counter() - start)
-        return out
-
     def run():
         m, eos = cfg["max_length"], cfg["vocab"] - 1
-        return greedy.greedy_search(model, params, ids, m, 0, eos, [Counted(0.7)], timed_loop)
+        return greedy.greedy_search(
+            model, params, ids, m, 0, eos, [Counted(0.7)], functools.partial(timed, loop)
+        )
+else:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    hf_cfg = transformers.GPT2Config(
+        vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+        bos_token_id=0, eos_token_id=255, pad_token_id=0,
+    )  # fmt: skip
+    model = transformers.FlaxGPT2LMHeadModel(hf_cfg, seed=0)
+    ids = jnp.arange(16, dtype=jnp.int32).reshape(2, 8)
+    jax.block_until_ready(model.params)
+
+    class CountTraces(transformers.FlaxLogitsProcessor):
+        # generate() runs the loop body once eagerly: count traced calls only.
+        def __call__(self, input_ids, scores, cur_len):
+            if isinstance(scores, jax.core.Tracer):
+                TRACES.append(1)
+            return scores
+
+    def run():
+        patched = stablejit.patch() if variant == "stablejit" else contextlib.nullcontext()
+        with patched:
+            inner = lax.while_loop  # generate() looks it up here when it runs
+            lax.while_loop = functools.partial(timed, inner)
+            try:
+                processors = transformers.FlaxLogitsProcessorList([CountTraces()])
+                out = model.generate(
+                    ids, max_length=32, do_sample=False, logits_processor=processors
+                )
+            finally:
+                lax.while_loop = inner
+        return out.sequences
 
 
 # A full collection of what the imports and set-up allocated falls due about

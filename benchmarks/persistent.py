@@ -9,8 +9,10 @@ decoder of benchmarks/greedy.py): cold (nothing cached), with JAX's persistent
 compilation cache warm (it still traces and lowers, then fetches the
 executable), and with ``stablejit.config.persistent_dir`` warm (no trace, no
 lowering, no compile). Variants run interleaved, round by round; medians.
-The decoder is also timed at its while loop alone: greedy_search runs a few
-eager operations first, the same work in every variant.
+The decoders are also timed at their while loop alone: they run eager
+operations first, the same work in every variant. Where transformers is
+installed (the ``hf`` extra), its Flax GPT-2 ``generate()`` (a tiny random
+model, under ``stablejit.patch()``) is measured too: ``hf`` rows.
 
 Writes ``benchmarks/results/persistent-<size>-<backend>.{json,md}``.
 """
@@ -26,6 +28,7 @@ args = _harness.parse_args(
     extra={"size": "greedy decoder: tiny, 4-layer (default; tiny with --quick) or gpt2-small"},
 )
 
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
@@ -58,7 +61,9 @@ def main():
     size = args.size or ("tiny" if args.quick else "4-layer")
     results = {}
     start = time.perf_counter()
-    for case in ("seed", "greedy"):
+    # transformers' own generate() where the hf extra is installed.
+    hf = importlib.util.find_spec("transformers") is not None
+    for case in ("seed", "greedy", "hf") if hf else ("seed", "greedy"):
         dirs = {v: tempfile.mkdtemp(prefix=f"sj-{v}-") for v in VARIANTS}
         for v in ("jax-cache", "stablejit"):  # populate the caches
             first_call(case, v, dirs[v], size)
@@ -78,8 +83,8 @@ def main():
             }
             for v in names
         }
-        if case == "greedy":
-            results["greedy: the while loop alone"] = {
+        if case != "seed":
+            results[f"{case}: the while loop alone"] = {
                 v: {
                     "median_s": statistics.median(s["loop_first_call_s"] for s in samples[v]),
                     "traces": [s["traces"] for s in samples[v]],

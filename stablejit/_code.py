@@ -8,6 +8,7 @@ closure is analysed once, not per call.
 from __future__ import annotations
 
 import dis
+import functools
 import marshal
 import os
 import sys
@@ -76,14 +77,16 @@ def code_info(code: types.CodeType) -> CodeInfo:
         key = id(code)
         # The callback drops the entry when the code object dies, so a later
         # object reusing the address cannot find a stale entry.
-        _REFS[key] = weakref.ref(code, lambda _, key=key: _forget(key))
+        _REFS[key] = weakref.ref(code, functools.partial(_forget, key))
         _INFO[key] = info
     return info
 
 
-def _forget(key: int) -> None:
-    _INFO.pop(key, None)
-    _REFS.pop(key, None)
+def _forget(key: int, _ref=None, _info=_INFO, _refs=_REFS) -> None:
+    # The dicts are bound here: callbacks of code objects that die at
+    # interpreter exit run after this module's globals are cleared.
+    _info.pop(key, None)
+    _refs.pop(key, None)
 
 
 def _analyse(code: types.CodeType) -> CodeInfo:

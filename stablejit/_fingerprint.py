@@ -30,7 +30,7 @@ def _key_of(v):
 class KeyWalker:
     """Computes a static key and collects the leaves, in walk order."""
 
-    __slots__ = ("leaves", "seen", "sinks", "lift", "name_ok")
+    __slots__ = ("leaves", "seen", "sinks", "lift", "name_ok", "records")
 
     exact = True
     """Whether this walk only needs the key and leaves, so that kinds may
@@ -47,6 +47,9 @@ class KeyWalker:
         # numbers are; ``name_ok`` is set while such a variable is walked.
         self.lift = lift
         self.name_ok = False
+        # The fast-path record that keyed each function of this walk, by id:
+        # an enclosing function's record re-checks those (see _kinds._FastPath).
+        self.records: dict[int, Any] = {}
 
     def walk(self, v: Any):
         return (KEYS.get(type(v)) or _key_of(v))(self, v)

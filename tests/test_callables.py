@@ -376,3 +376,183 @@ def test_back_references_count_the_same_with_and_without_the_fast_path(traces):
     for i in range(4):
         np.testing.assert_array_equal(run(jnp.full(2, float(i))), [4.0 * i] * 2)
     assert traces.n == 1
+
+
+# ------------------------------------------- the fast path over nested closures
+# A redefined closure whose children are numbers, arrays, modules and other
+# such closures (an optax optimiser) is re-checked by identity instead of
+# walked. These tests check that the re-check sees every change a walk sees.
+
+
+def _record(f):
+    from stablejit._code import code_info
+
+    return code_info(f.__code__).fast[0]
+
+
+_TRACED: list = []
+
+
+def _traced() -> None:
+    """Counts traces as a global list does (a side channel the fast path
+    allows, where a closed-over counter object would take the full walk)."""
+    _TRACED.append(None)
+
+
+@pytest.fixture
+def traced():
+    n = len(_TRACED)
+    return lambda: len(_TRACED) - n
+
+
+def _optimiser(lr, w):
+    def scale(g):
+        return g * lr
+
+    def shift(g):
+        return g + w
+
+    def update(g):
+        return shift(scale(g))
+
+    return update
+
+
+def test_redefined_closure_of_closures_hits_by_the_fast_path_and_lifts_arrays(traced):
+    def step(lr, w, x):
+        update = _optimiser(lr, w)
+
+        def f(x):
+            _traced()
+            return update(x)
+
+        return stable_jit(f)(x)
+
+    x = jnp.arange(3.0)
+    for i in range(4):
+        w = jnp.full(3, float(i))
+        np.testing.assert_allclose(step(0.5, w, x), x * 0.5 + i)
+    assert traced() == 1
+    assert _record(_optimiser(0.5, w)).nested
+
+
+def test_fast_path_sees_a_changed_number_in_a_nested_closure(traces):
+    def run(lr):
+        update = _optimiser(lr, jnp.ones(2))
+
+        def f(x):
+            traces()
+            return update(x)
+
+        return stable_jit(f)(jnp.ones(2))
+
+    for lr, n in [(0.5, 1), (0.5, 1), (2.0, 2), (float("0.5"), 2), (2, 3), (-0.0, 4), (0.0, 5)]:
+        np.testing.assert_allclose(run(lr), jnp.ones(2) * lr + 1)
+        assert traces.n == n
+
+
+def test_fast_path_sees_a_rebound_cell_and_global_of_a_nested_closure(traces):
+    ns = {"jnp": jnp, "K": 2.0}
+    exec("def make(c):\n    def inner(y):\n        return y * c + K\n    return inner", ns)
+    inner = ns["make"](3.0)
+
+    def f(x):
+        traces()
+        return inner(x)
+
+    g = stable_jit(f)
+    x = jnp.ones(2)
+    np.testing.assert_allclose(g(x), x * 3 + 2)
+    np.testing.assert_allclose(g(x), x * 3 + 2)
+    inner.__closure__[0].cell_contents = 5.0  # jax.jit would return x * 3 + 2
+    np.testing.assert_allclose(g(x), x * 5 + 2)
+    ns["K"] = 7.0
+    np.testing.assert_allclose(g(x), x * 5 + 7)
+    assert traces.n == 3
+
+
+def test_nested_closures_of_one_code_over_different_functions_are_told_apart():
+    def wrap(act):
+        return lambda y: act(y) + 1
+
+    inner_fns = [lambda y: y * 2, lambda y: y * 3, jnp.tanh, lambda y: y * 2]
+    x = jnp.arange(3.0)
+    for _ in range(2):
+        for act in inner_fns:
+            outer = wrap(wrap(act))
+            f = stable_jit(lambda x, outer=outer: outer(x))
+            np.testing.assert_allclose(f(x), act(x) + 2, rtol=1e-6)
+
+
+def test_a_function_held_twice_keys_as_a_back_reference_on_the_fast_path(traced):
+    class Transform(NamedTuple):
+        init: object
+        update: object
+
+    def make(lr, w):
+        def init(p):
+            return p * 0
+
+        def update(g):
+            return g * lr + w
+
+        chain = (Transform(init, update), (update, init))
+
+        def f(x):
+            _traced()
+            t, (u, i) = chain
+            return t.update(x) + u(x) + i(x) + t.init(x)
+
+        return f
+
+    x = jnp.arange(3.0)
+    for i in range(4):
+        np.testing.assert_allclose(stable_jit(make(0.5, float(i) * jnp.ones(3)))(x), x + 2 * i)
+    assert traced() == 1
+    assert _record(make(0.5, x)).nested
+
+    def make_distinct(lr, w):  # two updates of one code where `chain` held one twice
+        f = make(lr, w)
+        _, (u, i) = f.__closure__[0].cell_contents
+        other = make(lr, w).__closure__[0].cell_contents[0]
+        f.__closure__[0].cell_contents = (other, (u, i))
+        return f
+
+    np.testing.assert_allclose(stable_jit(make_distinct(0.5, x))(x), 2 * (x * 0.5 + x))
+    assert traced() == 2
+    # Keys equal a full walk's whichever structure the record was built from.
+    shared, distinct = _key(make(0.5, x)), _key(make_distinct(0.5, x))
+    assert shared != distinct == _key(make_distinct(0.5, x))
+    assert _key(make(0.5, x)) == shared
+
+
+def test_self_recursive_closure_takes_the_fast_path(traced):
+    def make(w):
+        def f(x, n=2):
+            if n == 2:
+                _traced()
+            return x if n == 0 else f(x * w, n - 1)
+
+        return f
+
+    x = jnp.ones(2)
+    for i in range(1, 4):
+        np.testing.assert_allclose(stable_jit(make(jnp.full(2, float(i))))(x), x * i**2)
+    assert traced() == 1
+    assert _record(make(x)) is not None
+
+
+def test_closure_over_none_takes_the_fast_path(traced):
+    def make(w, mask=None):
+        def f(x):
+            _traced()
+            return x * w if mask is None else x * w * mask
+
+        return f
+
+    x = jnp.ones(2)
+    for i in range(3):
+        np.testing.assert_allclose(stable_jit(make(float(i) * x))(x), x * i)
+    assert _record(make(x)) is not None
+    np.testing.assert_allclose(stable_jit(make(x, mask=x * 3))(x), x * 3)
+    assert traced() == 2

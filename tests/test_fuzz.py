@@ -195,6 +195,25 @@ def make(c0):
     return f
 """
 NAMES_FAST = ["G0", "c0"]
+
+# The same over closures of closures, tuples and NamedTuples of them, and a
+# function held twice (optax's optimisers): re-checked by the same fast path.
+SOURCE_NESTED = """
+def make(c0, c1):
+    def inner(y):
+        return y * c1 + G0
+
+    ops = (Pair(inner, jnp.tanh), 2)
+
+    def f(x):
+        if isinstance(x, jax.core.Tracer):
+            T.append(1)
+        (a, act), k = ops
+        return act(a(x)) * G0 + c0 + jnp.copysign(1.0, c0) + inner(x) * k
+
+    return f
+"""
+NAMES_NESTED = ["G0", "c0", "c1"]
 numbers = st.one_of(
     st.sampled_from([0, 1, 3, -5, True, False]),
     st.sampled_from([0.5, 1.5, 0.0, -0.0, math.nan, 2.25]),
@@ -207,14 +226,15 @@ numbers = st.one_of(
 class Program:
     """One generated program, its current values, and the function under test."""
 
-    def __init__(self, vals: dict, fast: bool = False):
-        self.ns: dict = {"P": P, "jax": jax, "jnp": jnp, "T": [], "__name__": "fuzz_program"}
-        exec(compile(SOURCE_FAST if fast else SOURCE, "<fuzz program>", "exec"), self.ns)
-        self.fast = fast
-        self.names = NAMES_FAST if fast else NAMES
+    def __init__(self, vals: dict, source: str = SOURCE, names: list = NAMES):
+        self.ns: dict = {"P": P, "Pair": Pair, "jax": jax, "jnp": jnp, "T": []}
+        self.ns["__name__"] = "fuzz_program"
+        exec(compile(source, "<fuzz program>", "exec"), self.ns)
+        self.fast = source is not SOURCE
+        self.names = names
         self.vals = dict(vals)
         self.ns["G0"] = vals["G0"]
-        if not fast:
+        if not self.fast:
             self.holder = self.ns["Holder"](vals["v"])
             self.ns["PART"] = functools.partial(self.ns["g2"], b=vals["b"])
         self.remake()
@@ -222,7 +242,7 @@ class Program:
     def remake(self):
         v = self.vals
         if self.fast:
-            self.f = self.ns["make"](v["c0"])
+            self.f = self.ns["make"](*(v[n] for n in self.names[1:]))
         else:
             self.f = self.ns["make"](v["c0"], v["c1"], v["c2"], self.holder)
 
@@ -309,7 +329,17 @@ def test_random_closure_programs_match_eager_and_trace_once_per_configuration(va
     data=st.data(),
 )
 def test_fast_path_programs_match_eager_and_trace_once_per_configuration(vals, steps, data):
-    _run(Program(vals, fast=True), numbers, steps, data)
+    _run(Program(vals, SOURCE_FAST, NAMES_FAST), numbers, steps, data)
+
+
+@settings.get_profile(PROFILE)
+@given(
+    vals=st.fixed_dictionaries({n: numbers for n in NAMES_NESTED}),
+    steps=STEPS,
+    data=st.data(),
+)
+def test_nested_fast_path_programs_match_eager_and_trace_once_per_configuration(vals, steps, data):
+    _run(Program(vals, SOURCE_NESTED, NAMES_NESTED), numbers, steps, data)
 
 
 def _run(prog: Program, new_values, steps: int, data) -> None:

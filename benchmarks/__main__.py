@@ -55,6 +55,7 @@ CASES = [
     Case("seed", "seed.py", "The seed case: a nested function jitted on every call"),
     Case("seed-percall", "seed_percall.py", "The seed case, call by call"),
     Case("anchors", "anchors.py", "Anchors: equinox's filter_jit", needs=("equinox",)),
+    Case("optax-step", "optax_step.py", "An optax step built per call", needs=("optax",)),
     Case("scaling", "scaling.py", "Fingerprint cost vs closure size"),
     Case("constants", "constants.py", "A large closed-over array: baked or lifted"),
     Case("greedy", "greedy.py", "Greedy decoding shaped like HuggingFace's", sized=True),

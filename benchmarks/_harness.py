@@ -137,6 +137,38 @@ def write(name: str, out: Path, payload: dict, table: str) -> None:
     print(f"\nwrote {out / s}.json and .md")
 
 
+def write_per_call(
+    name: str,
+    args: argparse.Namespace,
+    timings: dict,
+    traces: dict,
+    calls: dict,
+    ratios: dict,
+    notes: list[str],
+    intro: str = "",
+    **extra,
+) -> None:
+    """Writes a case that times variants per call: a row per variant (median,
+    and traces / calls where counted), then ``notes`` (its ratios in words);
+    the JSON holds it all, and ``extra`` (versions of what it compares)."""
+    rows = [intro, ""] if intro else []
+    rows += ["| variant | per call (median) | traces / calls |", "|---|---:|---:|"]
+    for n, timing in timings.items():
+        counted = f"{traces[n]} / {calls[n]}" if n in traces else ""
+        rows.append(f"| {n} | {fmt_time(timing['median_s'])} | {counted} |")
+    payload = {
+        "benchmark": name,
+        **extra,
+        "environment": environment(),
+        "rounds": args.rounds,
+        "timings": timings,
+        "traces": traces,
+        "calls": calls,
+        "ratios": ratios,
+    }
+    write(name, args.out, payload, "\n".join([*rows, "", *notes]))
+
+
 def figure(**kwargs):
     """A matplotlib figure drawn off-screen (Agg), or None without matplotlib."""
     try:

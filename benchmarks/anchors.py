@@ -95,35 +95,26 @@ def main():
         "stable_over_jax_hoisted": t["stable_jit (nested)"] / t["jax.jit (hoisted)"],
         "eqx_hoisted_over_jax_hoisted": t["eqx.filter_jit (hoisted)"] / t["jax.jit (hoisted)"],
     }
-    rows = [
-        f"equinox {eqx.__version__}; per call of `outer`, median of {args.rounds} interleaved "
-        "rounds.",
-        "",
-        "| variant | per call (median) | traces / calls |",
-        "|---|---:|---:|",
-        *(f"| {n} | {_harness.fmt_time(t[n])} | {traces[n]} / {calls[n]} |" for n in VARIANTS),
-        "",
-        f"eqx.filter_jit (nested) / stable_jit (nested): "
-        f"**{ratios['eqx_nested_over_stable']:,.0f}×**  ",
-        f"jax.jit (nested) / stable_jit (nested): **{ratios['jax_nested_over_stable']:,.0f}×**  ",
-        f"stable_jit (nested) / jax.jit (hoisted): **{ratios['stable_over_jax_hoisted']:.2f}×**  ",
-        f"eqx.filter_jit (hoisted) / jax.jit (hoisted): "
-        f"{ratios['eqx_hoisted_over_jax_hoisted']:.2f}×",
-    ]
-    _harness.write(
+    _harness.write_per_call(
         "anchors",
-        args.out,
-        {
-            "benchmark": "anchors",
-            "equinox": eqx.__version__,
-            "environment": _harness.environment(),
-            "rounds": args.rounds,
-            "timings": timings,
-            "traces": traces,
-            "calls": calls,
-            "ratios": ratios,
-        },
-        "\n".join(rows),
+        args,
+        timings,
+        traces,
+        calls,
+        ratios,
+        [
+            f"eqx.filter_jit (nested) / stable_jit (nested): "
+            f"**{ratios['eqx_nested_over_stable']:,.0f}×**  ",
+            f"jax.jit (nested) / stable_jit (nested): "
+            f"**{ratios['jax_nested_over_stable']:,.0f}×**  ",
+            f"stable_jit (nested) / jax.jit (hoisted): "
+            f"**{ratios['stable_over_jax_hoisted']:.2f}×**  ",
+            f"eqx.filter_jit (hoisted) / jax.jit (hoisted): "
+            f"{ratios['eqx_hoisted_over_jax_hoisted']:.2f}×",
+        ],
+        intro=f"equinox {eqx.__version__}; per call of `outer`, median of {args.rounds} "
+        "interleaved rounds.",
+        equinox=eqx.__version__,
     )
 
 

@@ -106,38 +106,23 @@ def main():
     stable_over_hoisted = t["stable_jit (nested)"] / t["jax.jit (hoisted)"]
     nested_over_stable = t["jax.jit (nested)"] / t["stable_jit (nested)"]
     floor_over_hoisted = t["no-op Python wrapper (nested)"] / t["jax.jit (hoisted)"]
-    rows = [
-        "| variant | per call (median) | traces / calls |",
-        "|---|---:|---:|",
-        *(f"| {n} | {_harness.fmt_time(t[n])} | {traces[n]} / {calls[n]} |" for n in outers),
-    ]
-    table = "\n".join(
-        rows
-        + [
-            "",
+    _harness.write_per_call(
+        "seed",
+        args,
+        timings,
+        traces,
+        calls,
+        {
+            "stable_over_hoisted": stable_over_hoisted,
+            "nested_over_stable": nested_over_stable,
+            "floor_over_hoisted": floor_over_hoisted,
+        },
+        [
             f"stable_jit (nested) / jax.jit (hoisted): **{stable_over_hoisted:.2f}×**  ",
             f"jax.jit (nested) / stable_jit (nested): **{nested_over_stable:,.0f}×**  ",
             f"no-op Python wrapper (nested) / jax.jit (hoisted): {floor_over_hoisted:.2f}× "
             "(the floor for any pure-Python wrapper)",
-        ]
-    )
-    _harness.write(
-        "seed",
-        args.out,
-        {
-            "benchmark": "seed",
-            "environment": _harness.environment(),
-            "rounds": args.rounds,
-            "timings": timings,
-            "traces": traces,
-            "calls": calls,
-            "ratios": {
-                "stable_over_hoisted": stable_over_hoisted,
-                "nested_over_stable": nested_over_stable,
-                "floor_over_hoisted": floor_over_hoisted,
-            },
-        },
-        table,
+        ],
     )
 
 

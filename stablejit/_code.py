@@ -62,7 +62,7 @@ class CodeInfo(NamedTuple):
     """Whether the code comes from an installed library (see :func:`is_library_file`)."""
     fast: list
     """``[record, failed builds]``: the fingerprint's fast path of functions
-    with this code (see ``_kinds._FastPath``); it dies with the code object."""
+    with this code (see ``_fastpath.FastPath``); it dies with the code object."""
 
 
 _INFO: dict[int, CodeInfo] = {}

@@ -48,7 +48,7 @@ class KeyWalker:
         self.lift = lift
         self.name_ok = False
         # The fast-path record that keyed each function of this walk, by id:
-        # an enclosing function's record re-checks those (see _kinds._FastPath).
+        # an enclosing function's record re-checks those (see _fastpath).
         self.records: dict[int, Any] = {}
 
     def walk(self, v: Any):

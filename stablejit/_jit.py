@@ -306,7 +306,7 @@ class StableJitted:
         if type(fn) is _FunctionType:
             # A redefined closure whose children are all immutable values or
             # arrays: re-check them by identity and go straight to its entry
-            # (see _kinds._FastPath); the full walk below is the general case.
+            # (see _fastpath); the full walk below is the general case.
             info = _CODE_INFO.get(id(fn.__code__))
             fast = info and info.fast[0]
             if fast is not None:

@@ -19,6 +19,9 @@ from ._code import code_info
 from ._kinds import LEAF, MISSING, classify
 from ._sinks import SINK
 
+SIDE_CHANNEL = "(side channel: not keyed)"
+"""Summary of a part the key leaves out (see _sinks)."""
+
 MAX_ROWS = 2000
 """Parts listed at most (a model's parameter tree can be large)."""
 
@@ -177,7 +180,7 @@ def describe(fn: Any) -> Description:
             if key is LEAF:
                 rows.append(Row(path, _aval(v), hash(_aval(v)), True))
             elif key is SINK:
-                rows.append(Row(path, "(side channel: not keyed)", hash("sink"), False))
+                rows.append(Row(path, SIDE_CHANNEL, hash("sink"), False))
             else:
                 rows.append(Row(path, _short(v), _token(key), False))
         else:

@@ -15,7 +15,7 @@ import warnings
 import jax
 
 from ._config import config
-from ._describe import describe, differences, distance, render
+from ._describe import SIDE_CHANNEL, describe, differences, distance, render
 from ._stats import Stats
 
 logger = logging.getLogger("stablejit")
@@ -76,7 +76,9 @@ def on_new_key(stats: Stats, fn, key) -> bool:
         )
     stats.descriptions.append(desc)
     for r in desc.rows:
-        if not r.lifted:
+        # A trace counter turns into a side channel once; it is not something
+        # that keeps changing.
+        if not r.lifted and r.summary != SIDE_CHANNEL:
             seen = stats.values.setdefault(render(r.path), {})
             if len(seen) < _MAX_VALUES:
                 seen[r.summary] = None

@@ -255,3 +255,24 @@ def test_side_channels_are_described_as_not_keyed():
     assert (
         dict(stablejit.describe(g).static)["closure variable 'seen'"] == "(side channel: not keyed)"
     )
+
+
+_COUNTED: list = []
+
+
+def test_recompile_limit_leaves_a_trace_counter_out_of_what_changes(limit):
+    limit.recompile_limit = 2
+
+    def make(k):
+        def inner(x):
+            _COUNTED.append(1)
+            return x * k
+
+        return stable_jit(inner)
+
+    with pytest.warns(stablejit.RecompileLimitWarning) as record:
+        for k in range(4):
+            np.testing.assert_array_equal(make(float(k))(jnp.ones(1)), [float(k)])
+    msg = str(record[0].message)
+    assert "closure variable 'k' took 3 distinct values" in msg
+    assert "_COUNTED" not in msg

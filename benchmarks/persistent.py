@@ -28,6 +28,7 @@ args = _harness.parse_args(
     extra={"size": "greedy decoder: tiny, 4-layer (default; tiny with --quick) or gpt2-small"},
 )
 
+import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -61,8 +62,10 @@ def main():
     size = args.size or ("tiny" if args.quick else "4-layer")
     results = {}
     start = time.perf_counter()
-    # transformers' own generate() where the hf extra is installed.
+    # transformers' own generate() where the hf extra is installed (Flax
+    # generation went with transformers 5).
     hf = importlib.util.find_spec("transformers") is not None
+    hf = hf and int(importlib.metadata.version("transformers").split(".")[0]) < 5
     for case in ("seed", "greedy", "hf") if hf else ("seed", "greedy"):
         dirs = {v: tempfile.mkdtemp(prefix=f"sj-{v}-") for v in VARIANTS}
         for v in ("jax-cache", "stablejit"):  # populate the caches

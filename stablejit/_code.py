@@ -61,8 +61,8 @@ class CodeInfo(NamedTuple):
     library: bool
     """Whether the code comes from an installed library (see :func:`is_library_file`)."""
     fast: list
-    """``[record, failed builds]``: the fingerprint's fast path of functions
-    with this code (see ``_fastpath.FastPath``); it dies with the code object."""
+    """``[record, failed builds, other records]``: the fingerprint's fast path
+    of functions with this code (see ``_fastpath.FastPath``); it dies with the code object."""
 
 
 _INFO: dict[int, CodeInfo] = {}
@@ -103,7 +103,7 @@ def _analyse(code: types.CodeType) -> CodeInfo:
         deref_stores=frozenset(deref_stores),
         is_generator=bool(code.co_flags & _GENERATOR_FLAGS),
         library=is_library_file(code.co_filename),
-        fast=[None, 0],
+        fast=[None, 0, ()],
     )
 
 

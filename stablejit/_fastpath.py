@@ -23,6 +23,7 @@ from ._kinds import (
     _PYTREE,
     _VALUE,
     LEAF,
+    LIFTED_SCALAR,
     MISSING,
     SINK,
     TABLE,
@@ -34,6 +35,40 @@ from ._kinds import (
 FAST_PATH_TRIES = 8
 """Failed fast-path builds after which a code object's functions stop trying
 (one whose children are dicts, lists or objects never qualifies)."""
+
+KEPT_RECORDS = 4
+"""Records kept per code object. One code keyed at several places of one
+structure (optax wraps each transform of a chain in a closure of one code)
+keeps a record per shape, instead of one rebuilt at every place."""
+
+
+def known_key(fast: list, fn, w):
+    """``fn``'s key from the first record of its code (``fast``, see
+    ``CodeInfo.fast``) that holds in walk ``w``, or None. The record that
+    holds moves to the front, where a call's hot path looks."""
+    front = fast[0]
+    for record in (front, *fast[2]):
+        if record.lift is not w.lift:
+            continue
+        key = record.match(fn, w.leaves, w.sinks, w.seen)
+        if key is not None:
+            if record is not front:
+                remember(fast, record)
+            w.records[id(fn)] = record
+            return key
+    return None
+
+
+def remember(fast: list, record) -> None:
+    """Puts ``record`` at the front of its code's records, keeping the most
+    recent others. Lists are replaced, not mutated, so a concurrent walk
+    reading them sees one version (any record only ever vouches for itself)."""
+    front = fast[0]
+    if front is not None and front is not record:
+        others = [front, *(r for r in fast[2] if r is not record)]
+        fast[2] = tuple(others[: KEPT_RECORDS - 1])
+    fast[0] = record
+
 
 _LEAF_SLOT = type("LeafSlot", (), {"__repr__": lambda self: "<leaf slot>"})()
 _ATOM_TYPES = frozenset({int, bool, float, complex, str, bytes, type(None)})
@@ -56,7 +91,7 @@ def _fits(v, expected, leaves, sinks, seen) -> bool:
     if expected is _LEAF_SLOT and TABLE.get(type(v)) is _LEAF:
         leaves.append(v)
         return True
-    if type(expected) in _NESTED_SLOTS:
+    if type(expected) in _CHECKED_SLOTS:
         return expected.fits(v, leaves, sinks, seen)
     return _same_atom(v, expected)
 
@@ -124,7 +159,22 @@ class _RefSlot:
         return seen.get(id(v), -1) == self.n
 
 
-_NESTED_SLOTS = (_FunctionSlot, _TupleSlot, _RefSlot)
+class _LiftedSlot:
+    """A number of this type, lifted to an input (``lift_scalars=True``)."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, tp):
+        self.type = tp
+
+    def fits(self, v, leaves, sinks, seen) -> bool:
+        if type(v) is not self.type:
+            return False
+        leaves.append(v)
+        return True
+
+
+_CHECKED_SLOTS = (_FunctionSlot, _TupleSlot, _RefSlot, _LiftedSlot)
 _NO_SLOT = type("NoSlot", (), {"__repr__": lambda self: "<no fast path>"})()
 
 
@@ -152,15 +202,19 @@ class FastPath:
         "key",
         "entries",
         "nested",
+        "lift",
     )
 
     @classmethod
     def build(cls, fn, info, w, gskip, gkeys, ckeys, key):
         """A fast path for ``fn``'s code, or None if ``fn`` has other children
         (``w``: the walk that just keyed ``fn`` as ``key``)."""
+        # Defaults are re-checked as one object, so they must hold no leaves:
+        # atoms, and under lift_scalars no numbers that it lifts.
+        allowed = _ATOM_TYPES if w.lift is None else _ATOM_TYPES - {float, complex}
         for d in (fn.__defaults__, fn.__kwdefaults__):
             values = d.values() if isinstance(d, dict) else d or ()
-            if any(type(v) not in _ATOM_TYPES for v in values):
+            if any(type(v) not in allowed for v in values):
                 return None
         g, b = fn.__globals__, fn.__builtins__
         checks = []
@@ -192,7 +246,9 @@ class FastPath:
         # Nested slots number the functions they match, as a walk would, so
         # that back references (absolute numbers in ``key``, each re-checked
         # by a _RefSlot) count the same either way.
-        self.nested = any(type(x) in _NESTED_SLOTS for x in (*(s for _, s in checks), *cells))
+        self.nested = any(type(x) in _CHECKED_SLOTS for x in (*(s for _, s in checks), *cells))
+        # The walk's lift_scalars (None or True): it decides the keys of numbers.
+        self.lift = w.lift
         w.records[id(fn)] = self
         # Cache entries of ``key``, per stable_jit options: lets a call skip
         # hashing the key (see StableJitted.__call__).
@@ -201,11 +257,13 @@ class FastPath:
 
     @classmethod
     def _slot(cls, v, k, records):
-        """What a later value must be: ``v`` itself, any array, a function or
-        tuple re-checked in turn, the object a back reference names, or
-        _NO_SLOT (no fast path)."""
+        """What a later value must be: ``v`` itself, any array, a lifted number
+        of its type, a function or tuple re-checked in turn, the object a back
+        reference names, or _NO_SLOT (no fast path)."""
         if k is LEAF:
             return _LEAF_SLOT
+        if k is LIFTED_SCALAR:
+            return _LiftedSlot(type(v))
         if k is SINK or k is v or type(v) in _ATOM_TYPES:
             return v
         tp = type(v)

@@ -34,8 +34,8 @@ class KeyWalker:
 
     exact = True
     """Whether this walk only needs the key and leaves, so that kinds may
-    take shortcuts; walks that watch each visit, or that lift scalars, set
-    it False."""
+    take shortcuts; walks that watch each visit, or that lift the numbers of
+    named variables, set it False."""
 
     def __init__(self, lift: Lift = None):
         self.leaves: list = []
@@ -90,11 +90,14 @@ class Visits(dict):
 
 
 def walker(lift: Lift = None) -> KeyWalker:
-    """A key walk; one that lifts scalars takes no shortcuts (see ``exact``)."""
-    return KeyWalker() if lift is None else _LiftingWalker(lift)
+    """A key walk; one that lifts the numbers of named variables takes no
+    shortcuts (see ``exact``): there, whether a number is lifted depends on
+    the variable holding it and, for an int, on its value (it must fit
+    int32), which a fast-path record's check by type does not cover."""
+    return KeyWalker(lift) if lift is None or lift is True else _NamedLiftingWalker(lift)
 
 
-class _LiftingWalker(KeyWalker):
+class _NamedLiftingWalker(KeyWalker):
     __slots__ = ()
     exact = False
 

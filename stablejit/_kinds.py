@@ -484,11 +484,9 @@ class _Function(Kind):
             # them, and back references must count the same either way.
             return fn
         seen[id(fn)] = len(seen)
-        fast = info.fast[0]
-        if fast is not None and w.exact:
-            key = fast.match(fn, w.leaves, w.sinks, w.seen)
+        if w.exact and info.fast[0] is not None:
+            key = known_key(info.fast, fn, w)
             if key is not None:
-                w.records[id(fn)] = fast
                 return key
         walk = w.walk
         # The order of the walks below is the order rebuild() replays.
@@ -553,9 +551,11 @@ class _Function(Kind):
             and info.fast[1] < FAST_PATH_TRIES
             and len(gkeys) == len(info.global_names)
         ):
-            fast = info.fast[0] = FastPath.build(fn, info, w, gskip, gkeys, ckeys, key)
-            if fast is None:  # children a fast path cannot re-check (dicts, objects)
+            record = FastPath.build(fn, info, w, gskip, gkeys, ckeys, key)
+            if record is None:  # children a fast path cannot re-check (dicts, objects)
                 info.fast[1] += 1
+            else:
+                remember(info.fast, record)
         return key
 
     def children(self, w, fn):
@@ -1067,4 +1067,4 @@ def classify(v: Any) -> Kind:
 
 # The fast path re-checks keys that the kinds above built, so it imports them:
 # it comes last (the package's __init__ imports this module first).
-from ._fastpath import FAST_PATH_TRIES, FastPath  # noqa: E402
+from ._fastpath import FAST_PATH_TRIES, FastPath, known_key, remember  # noqa: E402

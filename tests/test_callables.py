@@ -556,3 +556,37 @@ def test_closure_over_none_takes_the_fast_path(traced):
     assert _record(make(x)) is not None
     np.testing.assert_allclose(stable_jit(make(x, mask=x * 3))(x), x * 3)
     assert traced() == 2
+
+
+def test_one_code_at_two_places_of_different_shape_keeps_a_record_for_each():
+    # optax wraps every transform of a chain in a closure of one code; each
+    # place must keep its record rather than rebuild one per walk.
+    def wrap(tx):
+        def update(g):
+            return tx[1](g)
+
+        return update
+
+    def make(lr, w):
+        a = wrap((None, lambda g: g * lr))
+        b = wrap((jnp.tanh, lambda g: g + w))
+        return {"chain": (a, b)}  # a dict: the outer function always takes the walk
+
+    def run(lr, w):
+        opt = make(lr, w)
+
+        def f(x):
+            a, b = opt["chain"]
+            return b(a(x))
+
+        return stable_jit(f)(jnp.ones(2))
+
+    from stablejit._code import code_info
+
+    np.testing.assert_allclose(run(0.5, jnp.ones(2)), [1.5, 1.5])
+    info = code_info(wrap(None).__code__)
+    kept = [info.fast[0], *info.fast[2]]  # held, so that no new record can reuse an address
+    for i in range(3):
+        np.testing.assert_allclose(run(0.5, jnp.full(2, float(i))), [0.5 + i] * 2)
+    now = [info.fast[0], *info.fast[2]]
+    assert len(now) == len(kept) == 2 and all(any(r is k for k in kept) for r in now)

@@ -226,12 +226,13 @@ numbers = st.one_of(
 class Program:
     """One generated program, its current values, and the function under test."""
 
-    def __init__(self, vals: dict, source: str = SOURCE, names: list = NAMES):
+    def __init__(self, vals: dict, source: str = SOURCE, names: list = NAMES, lift=False):
         self.ns: dict = {"P": P, "Pair": Pair, "jax": jax, "jnp": jnp, "T": []}
         self.ns["__name__"] = "fuzz_program"
         exec(compile(source, "<fuzz program>", "exec"), self.ns)
         self.fast = source is not SOURCE
         self.names = names
+        self.lift = lift  # stable_jit's lift_scalars
         self.vals = dict(vals)
         self.ns["G0"] = vals["G0"]
         if not self.fast:
@@ -276,7 +277,10 @@ class Program:
         return False
 
     def configuration(self, x) -> tuple:
-        return (config(x), *(config(self.vals[n]) for n in self.names))
+        def of(v):  # lift_scalars=True passes floats in, keyed by type alone
+            return ("lifted", type(v)) if self.lift and type(v) is float else config(v)
+
+        return (config(x), *(of(self.vals[n]) for n in self.names))
 
 
 def _set_cell(fn, name, value) -> None:
@@ -342,6 +346,18 @@ def test_nested_fast_path_programs_match_eager_and_trace_once_per_configuration(
     _run(Program(vals, SOURCE_NESTED, NAMES_NESTED), numbers, steps, data)
 
 
+@settings.get_profile(PROFILE)
+@given(
+    vals=st.fixed_dictionaries({n: numbers for n in NAMES_NESTED}),
+    steps=STEPS,
+    data=st.data(),
+)
+def test_nested_fast_path_programs_with_lifted_scalars_match_eager_and_trace_once_per_configuration(
+    vals, steps, data
+):
+    _run(Program(vals, SOURCE_NESTED, NAMES_NESTED, lift=True), numbers, steps, data)
+
+
 def _run(prog: Program, new_values, steps: int, data) -> None:
     _cache.clear()
     seen: set = set()
@@ -361,7 +377,7 @@ def _run(prog: Program, new_values, steps: int, data) -> None:
         with jax.disable_jit():  # lax's loops as Python loops: no compile per call
             want = prog.f(x)  # eager, with the program as it is now
         prog.ns.update(FORI=stablejit.fori_loop, SCAN=stablejit.scan)
-        got = stable_jit(prog.f)(x)
+        got = stable_jit(prog.f, lift_scalars=prog.lift)(x)
         TOTALS["calls"] += 1
         _check(got, want, f"at step {step} after {action} of {name}")
         seen.add(prog.configuration(x))

@@ -15,7 +15,7 @@ of distinct static configurations seen.
     pytest tests/test_fuzz.py                            # CI profile, ~1 minute
     STABLEJIT_FUZZ=long pytest tests/test_fuzz.py -q -s  # long profile; writes
                                                          # benchmarks/results/fuzz-long-all.json
-    (or the two tests as two processes, -k random / -k fast with STABLEJIT_FUZZ_PART set)
+    (or one part per process: -k random, -k fast, or -k "fast and nested", with STABLEJIT_FUZZ_PART set)
 """
 
 from __future__ import annotations
@@ -326,36 +326,22 @@ def test_random_closure_programs_match_eager_and_trace_once_per_configuration(va
     _run(Program(vals), values, steps, data)
 
 
+# Programs whose every value the fast path re-checks: flat, nested (closures
+# of closures in tuples), and nested under lift_scalars=True.
+FAST_PROGRAMS = {
+    "plain": (SOURCE_FAST, NAMES_FAST, False),
+    "nested": (SOURCE_NESTED, NAMES_NESTED, False),
+    "lifted": (SOURCE_NESTED, NAMES_NESTED, True),
+}
+
+
+@pytest.mark.parametrize("program", list(FAST_PROGRAMS))
 @settings.get_profile(PROFILE)
-@given(
-    vals=st.fixed_dictionaries({n: numbers for n in NAMES_FAST}),
-    steps=STEPS,
-    data=st.data(),
-)
-def test_fast_path_programs_match_eager_and_trace_once_per_configuration(vals, steps, data):
-    _run(Program(vals, SOURCE_FAST, NAMES_FAST), numbers, steps, data)
-
-
-@settings.get_profile(PROFILE)
-@given(
-    vals=st.fixed_dictionaries({n: numbers for n in NAMES_NESTED}),
-    steps=STEPS,
-    data=st.data(),
-)
-def test_nested_fast_path_programs_match_eager_and_trace_once_per_configuration(vals, steps, data):
-    _run(Program(vals, SOURCE_NESTED, NAMES_NESTED), numbers, steps, data)
-
-
-@settings.get_profile(PROFILE)
-@given(
-    vals=st.fixed_dictionaries({n: numbers for n in NAMES_NESTED}),
-    steps=STEPS,
-    data=st.data(),
-)
-def test_nested_fast_path_programs_with_lifted_scalars_match_eager_and_trace_once_per_configuration(
-    vals, steps, data
-):
-    _run(Program(vals, SOURCE_NESTED, NAMES_NESTED, lift=True), numbers, steps, data)
+@given(steps=STEPS, data=st.data())
+def test_fast_path_programs_match_eager_and_trace_once_per_configuration(program, steps, data):
+    source, names, lift = FAST_PROGRAMS[program]
+    vals = data.draw(st.fixed_dictionaries({n: numbers for n in names}))
+    _run(Program(vals, source, names, lift), numbers, steps, data)
 
 
 def _run(prog: Program, new_values, steps: int, data) -> None:

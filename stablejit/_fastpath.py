@@ -174,21 +174,17 @@ class _LiftedSlot:
         return True
 
 
-_CHECKED_SLOTS = (_FunctionSlot, _TupleSlot, _RefSlot, _LiftedSlot)
+_SEEN_SLOTS = (_FunctionSlot, _TupleSlot, _RefSlot)  # may read or number ``seen``
+_CHECKED_SLOTS = (*_SEEN_SLOTS, _LiftedSlot)
 _NO_SLOT = type("NoSlot", (), {"__repr__": lambda self: "<no fast path>"})()
 
 
 class FastPath:
-    """The last key of functions with one code object, and how to re-check it.
-
-    A nested function is redefined on every call with, typically, the same
-    globals dict and the same immutable values (ints, modules, library
-    functions, side-channel lists) in its globals and cells, and new arrays.
-    When every child of the function is such a value, the previous key stands
-    as long as each is the very same object (immutable, so equal) or again an
-    array (keyed as a leaf whatever its value), and the side channels are the
-    same version: checking that by identity is much cheaper than a walk. Any
-    other function, or any difference, takes the full walk.
+    """A record: the last key of a function of one code object, and what each
+    of its children must be for that key to stand (see the module's
+    docstring). The same globals dict and side channels are required; each
+    child must be the very same object (immutable, so equal), another array,
+    a lifted number of its type, or a function or tuple whose own slots fit.
     """
 
     __slots__ = (
@@ -246,7 +242,7 @@ class FastPath:
         # Nested slots number the functions they match, as a walk would, so
         # that back references (absolute numbers in ``key``, each re-checked
         # by a _RefSlot) count the same either way.
-        self.nested = any(type(x) in _CHECKED_SLOTS for x in (*(s for _, s in checks), *cells))
+        self.nested = any(type(x) in _SEEN_SLOTS for x in (*(s for _, s in checks), *cells))
         # The walk's lift_scalars (None or True): it decides the keys of numbers.
         self.lift = w.lift
         w.records[id(fn)] = self

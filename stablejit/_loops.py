@@ -54,6 +54,10 @@ def _cond(true_fun, false_fun, pred, *operands):
     return LAX["cond"](pred, true_fun, false_fun, *operands)
 
 
+def _cond_legacy(true_fun, false_fun, pred, true_operand, false_operand):
+    return LAX["cond"](pred, true_operand, true_fun, false_operand, false_fun)
+
+
 def _switch(branches, index, *operands):
     return LAX["switch"](index, branches, *operands)
 
@@ -72,6 +76,7 @@ for _runner, _name in (
     (_fori_static, "fori_loop"),
     (_scan, "scan"),
     (_cond, "cond"),
+    (_cond_legacy, "cond"),
     (_switch, "switch"),
     (_map, "map"),
 ):
@@ -164,14 +169,33 @@ def scan(
     return _run(_scan, f, length, reverse, unroll, _split_transpose)(init, xs)
 
 
-def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+_NO_OPERAND = object()
+"""Default of ``operand=``, which ``jax.lax`` keeps for an older calling convention."""
+
+
+def _operands(operands: tuple, operand: Any) -> tuple | None:
+    """``operands``, or ``(operand,)`` if given by keyword; None if both are
+    given (an error ``jax.lax`` itself reports)."""
+    if operand is _NO_OPERAND:
+        return operands
+    return None if operands else (operand,)
+
+
+def cond(
+    pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _NO_OPERAND
+) -> Any:
     """``jax.lax.cond``, compiled once per structure of its branches.
+
+    Every calling convention of ``jax.lax.cond`` works: operands by position or
+    one ``operand=`` by keyword, and the legacy five-argument form
+    ``cond(pred, true_operand, true_fun, false_operand, false_fun)``.
 
     Arguments:
         pred: a boolean scalar.
         true_fun: the branch taken if ``pred`` is true, called with ``*operands``.
         false_fun: the other branch.
         operands: the branches' arguments.
+        operand: a single operand, by keyword (instead of ``operands``).
 
     Returns:
         What the chosen branch returns.
@@ -180,17 +204,29 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         >>> import stablejit
         >>> float(stablejit.cond(True, lambda x: x + 1.0, lambda x: x - 1.0, 1.0))
         2.0
+        >>> float(stablejit.cond(False, 1.0, lambda x: x + 1.0, 5.0, lambda x: x - 1.0))
+        4.0
     """
-    return _run(_cond, true_fun, false_fun)(pred, *operands)
+    ops = _operands(operands, operand)
+    if callable(true_fun) and callable(false_fun) and ops is not None:
+        return _run(_cond, true_fun, false_fun)(pred, *ops)
+    if callable(false_fun) and len(operands) == 2 and callable(operands[1]) and ops is not None:
+        # The legacy form: true_fun and operands[0] are the branches' operands.
+        return _run(_cond_legacy, false_fun, operands[1])(pred, true_fun, operands[0])
+    # Not a form lax.cond accepts: its own error.
+    return _lax_call("cond", (pred, true_fun, false_fun, *operands), operand)
 
 
-def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
+def switch(
+    index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _NO_OPERAND
+) -> Any:
     """``jax.lax.switch``, compiled once per structure of its branches.
 
     Arguments:
         index: an integer scalar, clamped into range as by ``jax.lax.switch``.
         branches: the functions to choose from, called with ``*operands``.
         operands: the branches' arguments.
+        operand: a single operand, by keyword (instead of ``operands``).
 
     Returns:
         What the chosen branch returns.
@@ -200,7 +236,22 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
         >>> float(stablejit.switch(1, [lambda x: x, lambda x: 2 * x], 3.0))
         6.0
     """
-    return _run(_switch, tuple(branches))(index, *operands)
+    ops = _operands(operands, operand)
+    try:
+        branches = tuple(branches)
+    except TypeError:
+        ops = None
+    if ops is None or not all(callable(b) for b in branches):
+        return _lax_call("switch", (index, branches, *operands), operand)
+    return _run(_switch, branches)(index, *ops)
+
+
+def _lax_call(name: str, args: tuple, operand: Any) -> Any:
+    """Calls the real ``jax.lax`` function, for the arguments it rejects, so
+    that the error is exactly its own."""
+    if operand is _NO_OPERAND:
+        return LAX[name](*args)
+    return LAX[name](*args, operand=operand)
 
 
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001

@@ -184,3 +184,82 @@ def test_fori_loop_numpy_int_bounds_are_static_so_reverse_differentiable():
         return stablejit.fori_loop(np.int32(0), np.int64(3), lambda i, a: a * w, 1.0)
 
     np.testing.assert_allclose(jax.grad(loss)(2.0), 3 * 2.0**2)
+
+
+_LOOPS = ("while_loop", "fori_loop", "scan", "cond", "switch", "map")
+
+
+def _is_sentinel(default) -> bool:
+    # lax's private "not given" markers (``operand=``'s default) are bare objects.
+    return type(default) is object
+
+
+@pytest.mark.parametrize("name", _LOOPS)
+def test_each_wrapper_has_the_installed_lax_signature(name):
+    import inspect
+
+    ours = inspect.signature(getattr(stablejit, name)).parameters
+    theirs = inspect.signature(getattr(lax, name)).parameters
+    assert list(ours) == list(theirs)
+    for p, q in zip(ours.values(), theirs.values(), strict=True):
+        assert p.kind == q.kind, p.name
+        if _is_sentinel(q.default):
+            assert _is_sentinel(p.default), p.name
+        else:
+            assert p.default == q.default, p.name
+
+
+def _calls(loops):
+    """The same calls, in every convention ``jax.lax`` accepts, through ``loops``."""
+    add, sub = (lambda x: x + 1.0), (lambda x: x - 1.0)
+    xs = jnp.arange(3.0)
+    return [
+        loops.cond(True, add, sub, 1.0),
+        loops.cond(False, add, sub, operand=1.0),
+        loops.cond(jnp.bool_(False), 1.0, add, 5.0, sub),  # legacy: operands beside branches
+        loops.cond(pred=True, true_fun=add, false_fun=sub, operand=2.0),
+        loops.switch(1, [add, sub], 3.0),
+        loops.switch(index=0, branches=(add, sub), operand=3.0),
+        loops.scan(lambda c, _: (c + 1.0, c), 0.0, length=4),
+        loops.scan(lambda c, x: (c + x, c), 0.0, xs, reverse=True, unroll=2),
+        loops.scan(f=lambda c, x: (c * x, x), init=1.0, xs=xs + 1.0),
+        loops.fori_loop(0, 3, lambda i, c: c + i, 0, unroll=True),
+        loops.fori_loop(lower=jnp.int32(1), upper=4, body_fun=lambda i, c: c * i, init_val=1),
+        loops.while_loop(cond_fun=lambda c: c < 5, body_fun=lambda c: c + 2, init_val=0),
+        loops.map(lambda x: x * 2, xs, batch_size=2),
+        loops.map(f=jnp.sin, xs=xs),
+    ]
+
+
+def test_every_calling_convention_gives_lax_results():
+    for got, want in zip(_calls(stablejit), _calls(lax), strict=True):
+        jax.tree_util.tree_map(np.testing.assert_allclose, got, want)
+
+
+def test_legacy_cond_traces_once_across_fresh_branches(traces):
+    def step(y):
+        def neg(x):
+            traces()
+            return -x
+
+        return stablejit.cond(y > 0, y, lambda x: x * x, y, neg)
+
+    assert [float(step(v)) for v in (3.0, -2.0, 4.0)] == [9.0, 2.0, 16.0]
+    assert traces.n == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.cond(True, lambda x: x, lambda x: x, 1.0, operand=2.0),
+        lambda m: m.cond(True, 1, 2),
+        lambda m: m.switch(0, [lambda x: x], 1.0, operand=2.0),
+        lambda m: m.switch(0, [1, 2], 1.0),
+    ],
+)
+def test_calls_lax_rejects_raise_lax_errors(call):
+    with pytest.raises(TypeError) as ours:
+        call(stablejit)
+    with pytest.raises(TypeError) as theirs:
+        call(lax)
+    assert str(ours.value) == str(theirs.value)

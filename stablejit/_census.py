@@ -96,7 +96,6 @@ def _code_of(fun: Any) -> tuple[Any, str, str, str]:
         code = getattr(type(fun).__call__, "__code__", None) if callable(fun) else None
     if isinstance(code, types.CodeType):
         where = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
-        # co_qualname is Python 3.11+.
         qualname = getattr(code, "co_qualname", None) or getattr(fun, "__qualname__", code.co_name)
         return code, code.co_name, qualname, where
     name = getattr(fun, "__name__", type(fun).__name__)
@@ -393,7 +392,8 @@ def render(report: dict[str, Any]) -> str:
             left=2,
         )
     if report["retrace_reasons"]:
-        lines.append(f"why stablejit retraced ({report.get('retraces', 0):,} retraces):")
+        n = report.get("retraces", 0)
+        lines.append(f"why stablejit retraced ({n:,} retrace{'' if n == 1 else 's'}):")
         for r in report["retrace_reasons"]:
             last = f" (last: {r['last']})" if r["last"] else ""
             lines.append(f"  {r['count']:>4}×  {r['function']}: {r['reason']}{last}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-STANCES = ("warn", "raise", "fallback")
+STANCES = ("log", "warn", "raise", "fallback")
 
 
 class Config:
@@ -19,13 +19,20 @@ class Config:
             retrace happened (which closure variable, global, default or
             argument changed, old → new). Costs nothing on cache hits.
             Default off, or ``$STABLEJIT_EXPLAIN_MISSES=1``.
-        recompile_limit: how many distinct keys one function (all its
-            redefinitions together) may compile before ``on_recompile_limit``
-            applies. Default 8, or ``$STABLEJIT_RECOMPILE_LIMIT``.
-        on_recompile_limit: ``"warn"`` (once per function, saying what keeps
-            changing; the default), ``"raise"`` (:class:`RecompileLimitError`)
-            or ``"fallback"`` (stop caching new variants: call them through a
-            plain ``jax.jit``). Or ``$STABLEJIT_ON_RECOMPILE_LIMIT``.
+        recompile_limit: how many distinct keys of one structure one function
+            (all its redefinitions together) may compile before
+            ``on_recompile_limit`` applies: keys that differ in values only
+            (numbers, strings), as a changing Python float makes them. Keys
+            that differ in the functions or containers reached (distinct
+            callables meeting one shared piece of code) are not counted
+            together. Default 8, or ``$STABLEJIT_RECOMPILE_LIMIT``.
+        on_recompile_limit: ``"log"`` (once per function, a warning through
+            the ``stablejit`` logger saying what keeps changing; the
+            default), ``"warn"`` (the same as a :class:`RecompileLimitWarning`
+            through Python's ``warnings``), ``"raise"``
+            (:class:`RecompileLimitError`) or ``"fallback"`` (log once, then
+            stop caching new variants: call them through a plain
+            ``jax.jit``). Or ``$STABLEJIT_ON_RECOMPILE_LIMIT``.
         persistent_dir: a directory where compiled executables are kept
             across processes (see ``docs/persistent.md``): a fresh process's
             first call of a known function then skips tracing, lowering and
@@ -50,7 +57,7 @@ class Config:
         self._cache_size = _env("STABLEJIT_CACHE_SIZE", 1024, _positive_int)
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
-        self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "warn", _stance)
+        self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "log", _stance)
         self._persistent_max_bytes = _env("STABLEJIT_PERSISTENT_MAX_BYTES", 2 << 30, _positive_int)
         self._persistent_dir = None
         directory = _env("STABLEJIT_PERSISTENT_DIR", None, _directory)

@@ -31,6 +31,9 @@ class Row(NamedTuple):
     summary: str
     token: int
     lifted: bool
+    structural: bool = False
+    """Whether the part is structure rather than a value: a container or
+    object node, a function, a callable keyed by identity."""
 
 
 def render(path: tuple[str, ...]) -> str:
@@ -168,7 +171,7 @@ def describe(fn: Any) -> Description:
             return
         kind = classify(v)
         if kind.cyclic and id(v) in seen:
-            rows.append(Row(path, "(refers back to an enclosing value)", hash("ref"), False))
+            rows.append(Row(path, "(refers back to an enclosing value)", hash("ref"), False, True))
             return
         if kind.cyclic:
             seen.add(id(v))
@@ -182,11 +185,11 @@ def describe(fn: Any) -> Description:
             elif key is SINK:
                 rows.append(Row(path, SIDE_CHANNEL, hash("sink"), False))
             else:
-                rows.append(Row(path, _short(v), _token(key), False))
+                rows.append(Row(path, _short(v), _token(key), False, callable(v)))
         else:
             labels = tuple(label for label, _ in parts)
             token = hash((type(v), _token(kind.node_token(v)), labels))
-            rows.append(Row(path, _node_summary(v, kind), token, False))
+            rows.append(Row(path, _node_summary(v, kind), token, False, True))
             for label, child in parts:
                 visit((*path, label), child)
 
@@ -229,6 +232,14 @@ def differences(old: Description, new: Description) -> list[str]:
         elif o.summary != r.summary:
             out.append(f"{what}: {o.summary} → {r.summary}")
     return out
+
+
+def structure(desc: Description) -> int:
+    """A token equal for two descriptions that differ in values only: the
+    same functions and containers, numbers or strings that differ. What one
+    function recompiling for ever looks like (a changing Python float), as
+    opposed to distinct callables meeting one shared piece of code."""
+    return hash(tuple((r.path, r.token if r.structural else r.lifted) for r in desc.rows))
 
 
 def distance(old: Description, new: Description) -> int:

@@ -1,8 +1,16 @@
 """Why did it recompile? Miss explanations and the recompile limit.
 
 Runs on cache misses and retraces only. Messages go to the ``stablejit``
-logger (when ``config.explain_misses`` is on) and, past the recompile limit,
-to a warning or an exception that says what keeps changing.
+logger: explanations when ``config.explain_misses`` is on, and, past the
+recompile limit, one notice saying what keeps changing (or, as chosen by
+``config.on_recompile_limit``, a Python warning or an exception).
+
+Why a log record by default, not a warning: test suites run with warnings
+turned into errors (numpyro's, under ``-W error`` or ``filterwarnings =
+error``), so a warning about code that runs correctly fails them, where
+``jax.jit`` would have passed. A ``logging`` warning with no handler
+configured still reaches stderr through Python's last-resort handler, as
+JAX's own cache-miss explanations do.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import warnings
 import jax
 
 from ._config import config
-from ._describe import SIDE_CHANNEL, describe, differences, distance, render
+from ._describe import SIDE_CHANNEL, describe, differences, distance, render, structure
 from ._stats import Stats
 
 logger = logging.getLogger("stablejit")
@@ -39,24 +47,27 @@ class RecompileLimitError(RuntimeError):
         ... except stablejit.RecompileLimitError as e:
         ...     print(str(e).split(" at ")[0])
         stable_jit(scaled.<locals>.<lambda>)
-        >>> stablejit.config.on_recompile_limit = "warn"
+        >>> stablejit.config.on_recompile_limit = "log"
     """
 
 
 class RecompileLimitWarning(UserWarning):
     """A function compiled more distinct variants than ``config.recompile_limit``.
 
-    Warned once per function when ``config.on_recompile_limit == "warn"`` (the
-    default), naming what keeps changing.
+    Warned once per function when ``config.on_recompile_limit == "warn"``,
+    naming what keeps changing. The default, ``"log"``, says the same through
+    the ``stablejit`` logger instead.
 
     Example:
         >>> import warnings, jax.numpy as jnp, stablejit
+        >>> stablejit.config.on_recompile_limit = "warn"
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
         ...     for k in range(10):
         ...         _ = stablejit.stable_jit(lambda x, k=float(k): x * k)(jnp.ones(1))
         >>> caught[0].category.__name__
         'RecompileLimitWarning'
+        >>> stablejit.config.on_recompile_limit = "log"
     """
 
 
@@ -82,17 +93,24 @@ def on_new_key(stats: Stats, fn, key) -> bool:
             seen = stats.values.setdefault(render(r.path), {})
             if len(seen) < _MAX_VALUES:
                 seen[r.summary] = None
-    stats.keys.add(hash(key))
-    if len(stats.keys) <= config.recompile_limit:
+    # Distinct callables meeting one shared piece of code (a library's loop
+    # body over each caller's model) are distinct functions, not one
+    # function recompiling: the limit counts keys of one structure only.
+    group = stats.keys.setdefault(structure(desc), set())
+    group.add(hash(key))
+    if len(group) <= config.recompile_limit:
         return True
     stance = config.on_recompile_limit
-    message = _limit_message(stats, stance)
+    message = _limit_message(stats, stance, len(group))
     if stance == "raise":
         raise RecompileLimitError(message)
     if not stats.warned:
         stats.warned = True
-        warnings.warn(message, RecompileLimitWarning, stacklevel=_user_stacklevel())
-    return stance == "warn"
+        if stance == "warn":
+            warnings.warn(message, RecompileLimitWarning, stacklevel=_user_stacklevel())
+        else:
+            logger.warning("%s", message)
+    return stance != "fallback"
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -109,13 +127,13 @@ def _user_stacklevel() -> int:
     return 1
 
 
-def _limit_message(stats: Stats, stance: str) -> str:
+def _limit_message(stats: Stats, stance: str, variants: int) -> str:
     changing = sorted(
         ((name, list(vals)) for name, vals in stats.values.items() if len(vals) > 1),
         key=lambda item: -len(item[1]),
     )
     head = (
-        f"stable_jit({stats.name}){stats.location} has compiled {len(stats.keys)} distinct "
+        f"stable_jit({stats.name}){stats.location} has compiled {variants} distinct "
         f"variants (config.recompile_limit={config.recompile_limit})."
     )
     if not changing:
@@ -127,6 +145,7 @@ def _limit_message(stats: Stats, stance: str) -> str:
             for name, vals in changing[:3]
         )
     tail = {
+        "log": " Later variants are still compiled and cached.",
         "warn": " Later variants are still compiled and cached.",
         "fallback": " Later new variants run through a plain jax.jit, uncached.",
         "raise": "",

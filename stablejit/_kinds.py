@@ -21,10 +21,10 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import logging
 import math
 import threading
 import types
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -854,6 +854,7 @@ class _Object(Kind):
         return new
 
 
+_LOG = logging.getLogger("stablejit")
 _WARNED: set[type] = set()
 _WARN_LOCK = threading.Lock()
 
@@ -873,11 +874,13 @@ class _Opaque(Kind):
                 first = type(v) not in _WARNED
                 _WARNED.add(type(v))
             if first:
-                warnings.warn(
-                    f"stablejit cannot read the state of {type(v).__qualname__} objects "
-                    f"({e!s:.80}); they are keyed by identity, so mutating one in place "
-                    "is not seen.",
-                    stacklevel=2,
+                # A log record, not a warning: suites that turn warnings into
+                # errors would fail on code that runs (see _explain).
+                _LOG.warning(
+                    "stablejit cannot read the state of %s objects (%.80s); they are keyed "
+                    "by identity, so mutating one in place is not seen.",
+                    type(v).__qualname__,
+                    e,
                 )
             return IdRef(v)
         return ("pickled", type(v), xxhash.xxh3_128_digest(data))

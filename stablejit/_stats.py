@@ -70,7 +70,9 @@ class Stats:
         self.misses = 0
         self.evictions = 0
         self.retired = dict.fromkeys(_COUNTED, 0)  # the counts of dropped entries
-        self.keys: set[int] = set()  # hashes of the distinct keys compiled
+        # Hashes of the distinct keys compiled, by structure (see
+        # _describe.structure): the recompile limit counts within one.
+        self.keys: dict[int, set[int]] = {}
         self.descriptions: collections.deque = collections.deque(maxlen=16)
         self.values: dict[str, dict[str, None]] = {}  # part → distinct summaries seen
         self.warned = False

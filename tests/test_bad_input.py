@@ -128,3 +128,23 @@ def test_other_writes_while_traced_are_allowed(traces):
 
     np.testing.assert_array_equal(stable_jit(f)(jnp.ones(2)), [1.0, 1.0])
     assert traces.n == 1
+
+
+def test_an_unreadable_unpicklable_object_is_keyed_by_identity_with_a_log_not_a_warning(caplog):
+    import threading
+    import warnings
+
+    lock = threading.RLock()  # no __dict__, no slots, cannot be pickled
+    scale = {"k": 2.0}
+
+    def f(x):
+        with lock:
+            return x * scale["k"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as suites run with -W error
+        np.testing.assert_array_equal(stable_jit(f)(jnp.ones(1)), [2.0])
+        scale["k"] = 3.0
+        np.testing.assert_array_equal(stable_jit(f)(jnp.ones(1)), [3.0])
+    notices = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    assert len(notices) == 1 and "RLock" in notices[0] and "identity" in notices[0]

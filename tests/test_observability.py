@@ -2,6 +2,7 @@
 
 import functools
 import logging
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -155,7 +156,7 @@ def test_counters_of_a_plain_function_are_a_type_error(call):
 
 
 def test_recompile_limit_warns_once_naming_what_changes(limit):
-    limit.recompile_limit = 3
+    limit.recompile_limit, limit.on_recompile_limit = 3, "warn"
     with pytest.warns(stablejit.RecompileLimitWarning) as record:
         for k in range(6):
             np.testing.assert_array_equal(_make(k * 0.5)(jnp.ones(1)), [k * 0.5 * 2 + 2 * 3])
@@ -177,11 +178,12 @@ def test_recompile_limit_raise(limit):
     _make(1.0)(jnp.ones(1))  # known variants still run
 
 
-def test_recompile_limit_fallback_runs_uncached_and_correct(limit):
+def test_recompile_limit_fallback_runs_uncached_and_correct(limit, caplog):
     limit.recompile_limit, limit.on_recompile_limit = 2, "fallback"
-    with pytest.warns(stablejit.RecompileLimitWarning, match="plain jax.jit, uncached"):
-        for k in range(5):
-            np.testing.assert_array_equal(_make(float(k))(jnp.ones(1)), [k * 2 + 6])
+    for k in range(5):
+        np.testing.assert_array_equal(_make(float(k))(jnp.ones(1)), [k * 2 + 6])
+    notices = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    assert len(notices) == 1 and "plain jax.jit, uncached" in notices[0]
     assert _make(0.0).cache_info().entries == 2
     lowered = _make(9.0).lower(jnp.ones(1))
     np.testing.assert_array_equal(lowered.compile()(jnp.ones(1)), [24.0])
@@ -261,7 +263,7 @@ _COUNTED: list = []
 
 
 def test_recompile_limit_leaves_a_trace_counter_out_of_what_changes(limit):
-    limit.recompile_limit = 2
+    limit.recompile_limit, limit.on_recompile_limit = 2, "warn"
 
     def make(k):
         def inner(x):
@@ -276,3 +278,41 @@ def test_recompile_limit_leaves_a_trace_counter_out_of_what_changes(limit):
     msg = str(record[0].message)
     assert "closure variable 'k' took 3 distinct values" in msg
     assert "_COUNTED" not in msg
+
+
+def test_recompile_limit_by_default_logs_once_and_never_warns(limit, caplog):
+    limit.recompile_limit = 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as suites run with -W error
+        for k in range(5):
+            np.testing.assert_array_equal(_make(float(k))(jnp.ones(1)), [k * 2 + 6])
+    notices = [r for r in caplog.records if r.name == "stablejit"]
+    assert len(notices) == 1 and notices[0].levelno == logging.WARNING
+    assert "closure variable 'k' took 3 distinct values" in notices[0].getMessage()
+
+
+def _shared_body(model):
+    """Library-style code: one closure, over whichever callable it is given."""
+
+    def body(x):
+        return model(x) + 1.0
+
+    return body
+
+
+def test_distinct_callables_sharing_one_closure_are_not_counted_as_recompiles(limit, caplog):
+    limit.recompile_limit, limit.on_recompile_limit = 2, "raise"
+    models = [
+        lambda x: x * 2.0,
+        lambda x: x - 3.0,
+        lambda x: jnp.sin(x),
+        functools.partial(jnp.power, 2.0),
+        jnp.cos,
+    ]
+    x = jnp.ones(2)
+    for model in models:  # each a new structure: never "one function recompiling"
+        np.testing.assert_allclose(stable_jit(_shared_body(model))(x), model(x) + 1.0)
+    assert stable_jit(_shared_body(jnp.cos)).cache_info().misses == len(models)
+    with pytest.raises(stablejit.RecompileLimitError, match="lambda.*took 3 distinct"):
+        for k in range(3):  # one structure, a value that keeps changing
+            stable_jit(_shared_body(lambda x, k=float(k): x * k))(x)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import _explain, _stats
+from . import _bake, _explain, _stats
 from ._config import config
 from ._fingerprint import Lift, fingerprint, rebuild_tracked
 from ._sinks import Snapshot
@@ -110,6 +110,7 @@ def make_canonical(
     qualname: str,
     signature,
     lift: Lift = None,
+    baked: frozenset[int] = frozenset(),
     adaptive: bool = False,
 ) -> Callable:
     """The function jitted for ``entry``: rebuilds the callable and calls it.
@@ -136,7 +137,7 @@ def make_canonical(
             start = time.perf_counter()
             snapshot = Snapshot(subject)
             try:
-                new, rebuilder = rebuild_tracked(subject, args[:n_leaves], lift)
+                new, rebuilder = rebuild_tracked(subject, args[:n_leaves], lift, baked)
                 if call is None:
                     out = new(*rest, **kwargs)
                 else:
@@ -189,6 +190,12 @@ to trace (see ``lift_scalars``): keyed with static numbers instead."""
 def keep_scalars_static(keys, entry: Entry) -> None:
     with _LOCK:
         STATIC_SCALARS.update(keys)
+    drop(entry)
+
+
+def drop(entry: Entry) -> None:
+    """Drops ``entry``, if it is still cached."""
+    with _LOCK:
         if entry in _ENTRIES:
             _drop_locked(entry)
 
@@ -256,6 +263,7 @@ def clear(tag=None) -> int:
         victims = [e for e in _ENTRIES if tag is None or e.tag == tag]
         if tag is None:
             STATIC_SCALARS.clear()
+            _bake.clear()
         for e in victims:
             _drop_locked(e)
         _stats.forget(tag)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import _sinks
+from . import _bake, _sinks
 from ._kinds import KEYS, TABLE, classify
 
 Lift = None | bool | frozenset
@@ -244,12 +244,17 @@ def rebuild(fn: Any, leaves, lift: Lift = None) -> Any:
     return rebuild_tracked(fn, leaves, lift)[0]
 
 
-def rebuild_tracked(fn: Any, leaves, lift: Lift = None) -> tuple[Any, Rebuilder | None]:
+def rebuild_tracked(
+    fn: Any, leaves, lift: Lift = None, baked: frozenset[int] = frozenset()
+) -> tuple[Any, Rebuilder | None]:
     """:func:`rebuild`, and the :class:`Rebuilder` whose ``check_writes`` is
-    to run after the rebuilt callable (None if nothing was rebuilt)."""
+    to run after the rebuilt callable (None if nothing was rebuilt).
+    ``baked``: the walk positions of leaves kept as they are (see _bake)."""
     if not leaves:
         return fn, None
     plan = Plan(fn, lift)
+    if baked:
+        leaves = _bake.merge(baked, plan.leaves, leaves)
     if len(plan.leaves) != len(leaves):
         raise RuntimeError(
             f"stablejit internal error: {len(plan.leaves)} leaves at trace time, "

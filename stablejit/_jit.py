@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from . import _cache, _explain, _persist, _sinks, _stats
+from . import _bake, _cache, _explain, _persist, _sinks, _stats
 from ._cache import CACHE
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
@@ -169,6 +169,7 @@ class _Options:
 
 
 _DEFAULT_OPTIONS = _Options({})
+_UNKEYABLE_LOGGED: set = set()  # the tags of functions said to be unkeyable
 _OPTIONS_MEMO: dict = {}
 
 
@@ -206,7 +207,7 @@ def _signature(fn, n_leaves: int):
     except Exception:  # noqa: BLE001 - inspect runs user __eq__ on callable objects
         return None
     kind = inspect.Parameter.POSITIONAL_ONLY
-    leaves = [inspect.Parameter(f"__stablejit_leaf{i}__", kind) for i in range(n_leaves)]
+    leaves = [inspect.Parameter(_bake.LEAF_NAME.format(i), kind) for i in range(n_leaves)]
     try:
         return sig.replace(parameters=[*leaves, *sig.parameters.values()])
     except ValueError:
@@ -222,6 +223,30 @@ def _tag(fn):
     fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
     return code_info(code).digest if isinstance(code, types.CodeType) else type(fn)
+
+
+class Unkeyable(Exception):
+    """What a callable reaches cannot be walked: nested deeper than Python's
+    recursion limit allows (a structure that grows with every call)."""
+
+
+def _walk(make_walker, subject) -> tuple[Any, list]:
+    """The key and leaves of ``subject``, by a fresh walker of ``make_walker``.
+
+    A dict or set that changes while it is walked (another thread, or a
+    pytree whose flattening sets up state lazily) gets one more walk, over
+    the settled state.
+    """
+    for attempt in (0, 1):
+        w = make_walker()
+        try:
+            return w.walk(subject), w.leaves
+        except RuntimeError as e:
+            if isinstance(e, RecursionError):
+                raise Unkeyable(str(e)) from e
+            if attempt or "changed" not in str(e) or "during iteration" not in str(e):
+                raise
+    raise AssertionError("unreachable")
 
 
 class StableJitted:
@@ -281,23 +306,27 @@ class StableJitted:
         if opts.lift is None or static_scalars:
             if static_scalars:
                 head = opts.static_key
-            w = KeyWalker()
-            fkey = w.walk(subject)
+            fkey, leaves = _walk(KeyWalker, subject)
         else:
-            w = walker(opts.lift)
-            fkey = w.walk(subject)
+            fkey, leaves = _walk(functools.partial(walker, opts.lift), subject)
             if (head, fkey) in _cache.STATIC_SCALARS:
                 # This variant failed to trace with its scalars lifted.
                 head = opts.static_key
-                w = KeyWalker()
-                fkey = w.walk(subject)
-        if opts.broadcast_in_shardings:
-            return (head, len(args), fkey), w.leaves
-        return (head, fkey), w.leaves
+                fkey, leaves = _walk(KeyWalker, subject)
+        baked, leaves = _bake.split((head, fkey), leaves)
+        key = (head, len(args), fkey) if opts.broadcast_in_shardings else (head, fkey)
+        if baked is not None:
+            key = (*key[:-1], baked, fkey)
+        return key, leaves
 
     def _lift_of(self, key) -> Lift:
         """How the leaves of ``key`` were collected."""
         return self._opts.lift if key[0] is self._opts.key else None
+
+    @staticmethod
+    def _baked_of(key) -> _bake.Baked | None:
+        """Which leaves of ``key`` are baked in (see _bake)."""
+        return key[-2] if len(key) > 2 and type(key[-2]) is _bake.Baked else None
 
     @_cache.entry_point
     def __call__(self, *args, **kwargs):
@@ -319,13 +348,17 @@ class StableJitted:
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)
-        key, leaves = self._key(args)
+        try:
+            key, leaves = self._key(args)
+        except Unkeyable as e:
+            return self._unkeyable(e, "__call__", args, kwargs)
         entry = CACHE.get(key)
         if entry is not None:
             ready = entry.ready
             if ready is not None:
                 entry.hits += 1
-                if type(fn) is _FunctionType and not opts.broadcast_in_shardings:
+                if type(fn) is _FunctionType and len(key) == 2:
+                    # (Not for baked variants: a record re-checks arrays by type.)
                     fast = _CODE_INFO[id(fn.__code__)].fast[0]
                     if fast is not None and fast.key is key[-1]:  # the walk just built it
                         fast.entries[opts] = entry
@@ -349,6 +382,7 @@ class StableJitted:
                 getattr(fn, "__qualname__", name),
                 _signature(fn, n_leaves),
                 self._lift_of(key),
+                baked.positions if (baked := self._baked_of(key)) is not None else frozenset(),
                 adaptive=not any(k in self._opts.user for k in _PLACED_OPTIONS),
             )
             return JIT(canonical, **self._opts.jit_kwargs(n_leaves, n_dynamic))
@@ -369,8 +403,24 @@ class StableJitted:
         return (self._opts.key, _tag(self._fun))
 
     def _uncached(self):
-        """A plain ``jax.jit``, for variants past the recompile limit (stance "fallback")."""
+        """A plain ``jax.jit``, for variants past the recompile limit (stance
+        "fallback") and callables that cannot be keyed."""
         return JIT(self._fun, **self._opts.user)
+
+    def _unkeyable(self, error: Unkeyable, method: str, args, kwargs):
+        """Runs a call whose callable cannot be keyed as plain ``jax.jit``
+        would: traced anew, never wrong. Logged once per function."""
+        tag = self._tag()
+        if tag not in _UNKEYABLE_LOGGED:
+            _UNKEYABLE_LOGGED.add(tag)
+            _explain.logger.warning(
+                "stable_jit(%s)%s cannot be keyed (%s): its calls run through a plain "
+                "jax.jit, traced anew each time",
+                display_name(self._fun),
+                location(self._fun),
+                error,
+            )
+        return getattr(self._uncached(), method)(*args, **kwargs)
 
     @_cache.entry_point
     def _first_call(self, args, kwargs, static_scalars=False):
@@ -378,7 +428,11 @@ class StableJitted:
             # The hot path's key may have been read while another thread's
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             subject, cargs, ckwargs = self._prepare(args, kwargs)
-            key, leaves = self._key(cargs, subject, static_scalars)
+            try:
+                key, leaves = self._key(cargs, subject, static_scalars)
+            except Unkeyable as e:
+                release(cargs, ckwargs)
+                return self._unkeyable(e, "__call__", args, kwargs)
             entry = self._entry(key, leaves, cargs, subject)
             if entry is None:
                 return self._uncached()(*args, **kwargs)
@@ -396,12 +450,14 @@ class StableJitted:
                 # caches the trace, and the call below compiles outside the lock.
                 try:
                     jitted.trace(*leaves, *cargs, **ckwargs)
-                except Exception:
-                    if not self._scalars_fall_back(key, entry, leaves, cargs, subject):
+                except Exception as e:
+                    if self._scalars_fall_back(key, entry, leaves, cargs, subject):
+                        static_scalars = True
+                    elif not self._arrays_fall_back(e, key, entry, leaves, cargs, subject):
                         raise
                     jitted = None
             if jitted is None:
-                return self._first_call(args, kwargs, static_scalars=True)
+                return self._first_call(args, kwargs, static_scalars)
         try:
             out = jitted(*leaves, *cargs, **ckwargs)
             if disk:
@@ -425,18 +481,23 @@ class StableJitted:
     def _stage(self, method: str, args, kwargs, static_scalars=False):
         with _cache.TRACE_LOCK:
             subject, cargs, ckwargs = self._prepare(args, kwargs)
-            key, leaves = self._key(cargs, subject, static_scalars)
+            try:
+                key, leaves = self._key(cargs, subject, static_scalars)
+            except Unkeyable as e:
+                return self._unkeyable(e, method, args, kwargs), []
             entry = self._entry(key, leaves, cargs, subject)
             if entry is None:
                 return getattr(self._uncached(), method)(*args, **kwargs), []
             try:
                 return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
-            except Exception:
-                if not self._scalars_fall_back(key, entry, leaves, cargs, subject):
+            except Exception as e:
+                if self._scalars_fall_back(key, entry, leaves, cargs, subject):
+                    static_scalars = True
+                elif not self._arrays_fall_back(e, key, entry, leaves, cargs, subject):
                     raise
             finally:
                 _stats.done_compiling()
-            return self._stage(method, args, kwargs, static_scalars=True)
+            return self._stage(method, args, kwargs, static_scalars)
 
     def _scalars_fall_back(self, key, entry, leaves, args, subject) -> bool:
         """After a failed trace: if it lifted Python numbers (``lift_scalars``),
@@ -448,6 +509,30 @@ class StableJitted:
         # Keyed again: what the failed trace wrote is a side channel now.
         after = self._key(args, subject)[0]
         _cache.keep_scalars_static({(key[0], key[-1]), (after[0], after[-1])}, entry)
+        return True
+
+    def _arrays_fall_back(self, error, key, entry, leaves, args, subject) -> bool:
+        """After a failed trace: if lifted arrays were needed as concrete
+        values, bakes them into this variant from now on (keyed by their
+        contents, see _bake), says so, and returns True."""
+        if not isinstance(error, _bake.CONCRETE_ERRORS):
+            return False
+        # Keyed again: what the failed trace wrote is a side channel now.
+        after = self._key(args, subject)[0]
+        variants = {(key[0], key[-1]), (after[0], after[-1])}
+        baked = _bake.fall_back(error, variants, self._baked_of(key), leaves)
+        if not baked:
+            return False
+        labels = entry.leaf_labels
+        names = ", ".join(labels[i] if i < len(labels) else f"lifted array {i}" for i in baked)
+        _explain.logger.info(
+            "stable_jit(%s)%s needs %s as a concrete value: keyed by its contents and baked "
+            "in, as jax.jit does, instead of lifted",
+            display_name(self._fun),
+            location(self._fun),
+            names,
+        )
+        _cache.drop(entry)
         return True
 
     def trace(self, *args, **kwargs) -> Staged:
@@ -543,9 +628,10 @@ def stable_jit(
       bound objects) are *lifted*: passed to the compiled computation as
       inputs, keyed by shape/dtype/sharding, never by value. New values never
       recompile and are never baked into the executable as constants. Such an
-      array is a tracer inside the function, so using it where a concrete value
-      is required (``int(a)``, a shape, a Python ``if``) raises JAX's
-      concretization error.
+      array is a tracer inside the function; where the code needs it as a
+      concrete value (``int(a)``, a shape, a Python ``if``), that variant is
+      traced again with the array baked in, as ``jax.jit`` does, and keyed by
+      its contents, so a new value retraces rather than going stale.
     * Python scalars, strings and other non-array values reachable from the
       function are static: a new value compiles a new variant (unless
       ``lift_scalars`` says otherwise).
@@ -656,7 +742,11 @@ class _StableJittedStatics(StableJitted):
     @_cache.entry_point
     def __call__(self, *args, **kwargs):
         subject, cargs, ckwargs = self._opts.statics.box(self._fun, args, kwargs)
-        key, leaves = self._key(cargs, subject)
+        try:
+            key, leaves = self._key(cargs, subject)
+        except Unkeyable as e:
+            release(cargs, ckwargs)
+            return self._unkeyable(e, "__call__", args, kwargs)
         entry = CACHE.get(key)
         if entry is not None:
             ready = entry.ready

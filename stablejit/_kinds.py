@@ -372,23 +372,44 @@ def _flatten_one_level(v):
     return children, treedef
 
 
+class _Unflattenable(Exception):
+    """A registered pytree node whose flattening raises for this value."""
+
+
+def _flatten_or_fall_back(v):
+    try:
+        return _flatten_one_level(v)
+    except Exception as e:  # noqa: BLE001 - the library's flatten may raise anything
+        raise _Unflattenable from e
+
+
 class _Pytree(Kind):
     """Registered pytree nodes (NamedTuples, dataclass pytrees, modules).
 
     The node's auxiliary data is walked like any value rather than compared
     with ``==``, so callables held there (a ``TrainState.apply_fn``) are keyed
     by structure, not identity.
+
+    A node that cannot be flattened (a ``defaultdict`` whose keys do not sort,
+    which JAX's flatten sorts) is keyed as if it were not a pytree, as
+    ``jax.jit`` never flattens what a function closes over.
     """
 
     name = "pytree"
 
     def key(self, w, v):
-        children, treedef = _flatten_one_level(v)
+        try:
+            children, treedef = _flatten_or_fall_back(v)
+        except _Unflattenable:
+            return _not_a_pytree(v).key(w, v)
         node_type, aux = treedef.node_data()
         return (node_type, w.walk(aux), _keys(w, children))
 
     def rebuild(self, r, v, i):
-        children, treedef = _flatten_one_level(v)
+        try:
+            children, treedef = _flatten_or_fall_back(v)
+        except _Unflattenable:
+            return _not_a_pytree(v).rebuild(r, v, i)
         walk = r.walk
         node_type, aux = treedef.node_data()
         new_aux = walk(aux)
@@ -404,13 +425,19 @@ class _Pytree(Kind):
 
     def children(self, w, v):
         tu = jax.tree_util
-        pairs, treedef = tu.tree_flatten_with_path(v, is_leaf=lambda x: x is not v)
+        try:
+            pairs, treedef = tu.tree_flatten_with_path(v, is_leaf=lambda x: x is not v)
+        except Exception:  # noqa: BLE001 - as in key()
+            return _not_a_pytree(v).children(w, v)
         aux = treedef.node_data()[1]
         static = [] if aux is None else [(" (static fields)", aux)]
         return static + [(tu.keystr(path), x) for path, x in pairs]
 
     def node_token(self, v):
-        return _flatten_one_level(v)[1].node_data()[0]
+        try:
+            return _flatten_or_fall_back(v)[1].node_data()[0]
+        except _Unflattenable:
+            return _not_a_pytree(v).node_token(v)
 
 
 # ---------------------------------------------------------------- callables
@@ -1024,6 +1051,30 @@ def register_user_kind(cls: type, kind: Kind | None) -> None:
             KEYS.pop(t, None)
 
 
+def _plain_kind(cls, v) -> Kind:
+    """The kind of a value that is not a registered pytree node, by its class."""
+    if issubclass(cls, (int, str, bytes)):
+        return _Scalar()
+    if issubclass(cls, (list, dict, tuple)):
+        base = list if issubclass(cls, list) else dict if issubclass(cls, dict) else tuple
+        return _Subclass(cls, TABLE[base])
+    if hasattr(v, "__dict__") or _slot_names(cls):
+        return _Object(cls)
+    return _OPAQUE
+
+
+_NOT_PYTREE: dict[type, Kind] = {}
+
+
+def _not_a_pytree(v) -> Kind:
+    """The kind ``v`` would have if its class were not a pytree node."""
+    cls = type(v)
+    kind = _NOT_PYTREE.get(cls)
+    if kind is None:
+        kind = _NOT_PYTREE[cls] = _plain_kind(cls, v)
+    return kind
+
+
 def classify(v: Any) -> Kind:
     """Returns (and remembers per type) the kind of ``v``."""
     cls = type(v)
@@ -1053,15 +1104,8 @@ def classify(v: Any) -> Kind:
         kind = _Float()
     elif _is_pytree_node(cls, v):
         kind = _PYTREE
-    elif issubclass(cls, (int, str, bytes)):
-        kind = _Scalar()
-    elif issubclass(cls, (list, dict, tuple)):
-        base = list if issubclass(cls, list) else dict if issubclass(cls, dict) else tuple
-        kind = _Subclass(cls, TABLE[base])
-    elif hasattr(v, "__dict__") or _slot_names(cls):
-        kind = _Object(cls)
     else:
-        kind = _OPAQUE
+        kind = _plain_kind(cls, v)
     register_kind(cls, kind)
     with _TABLE_LOCK:
         _CLASSIFIED.add(cls)

@@ -148,3 +148,79 @@ def test_an_unreadable_unpicklable_object_is_keyed_by_identity_with_a_log_not_a_
         np.testing.assert_array_equal(stable_jit(f)(jnp.ones(1)), [3.0])
     notices = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
     assert len(notices) == 1 and "RLock" in notices[0] and "identity" in notices[0]
+
+
+class _Node:
+    """Keys that cannot be sorted, as graph libraries' node ids."""
+
+    def __init__(self, i):
+        self.i = i
+
+
+class _SortedMap:
+    """A mapping registered as a pytree whose flatten sorts its keys, as
+    flax's FrozenDict and JAX's dict flattening do."""
+
+    def __init__(self, items):
+        self.items = dict(items)
+
+
+jax.tree_util.register_pytree_node(
+    _SortedMap,
+    lambda m: ([m.items[k] for k in sorted(m.items)], sorted(m.items)),
+    lambda keys, values: _SortedMap(zip(keys, values, strict=True)),
+)
+
+
+def test_a_pytree_node_that_cannot_be_flattened_is_keyed_as_a_plain_object():
+    # Cells are walked in name order: the class is seen as a pytree first.
+    first = _SortedMap({"a": 1.0})  # sortable keys: flattens
+    second = _SortedMap({_Node(1): 2.0, _Node(2): 3.0})  # the flatten raises
+    f = stable_jit(lambda x: x * first.items["a"] + sum(second.items.values()))
+    np.testing.assert_array_equal(f(jnp.ones(1)), [6.0])
+    second.items[next(iter(second.items))] = 10.0  # keyed by its state: never stale
+    np.testing.assert_array_equal(f(jnp.ones(1)), [14.0])
+
+
+def test_a_structure_deeper_than_the_recursion_limit_runs_as_plain_jax_jit(caplog):
+    import sys
+
+    deep = (1.0,)
+    for _ in range(sys.getrecursionlimit()):
+        deep = (deep,)
+
+    def f(x):
+        return x * 2.0 if deep else x
+
+    for _ in range(2):
+        np.testing.assert_array_equal(stable_jit(f)(jnp.ones(1)), [2.0])
+    notices = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    assert len(notices) == 1 and "cannot be keyed" in notices[0]
+
+
+class _LazyParent:
+    """An object whose child, when flattened, sets up state on the parent
+    (as libraries do lazily): the parent's __dict__ changes mid-walk."""
+
+    def __init__(self):
+        self.child = _LazyChild(self)
+        self.w = jnp.ones(1)
+
+
+class _LazyChild:
+    def __init__(self, parent):
+        self.parent = parent
+
+
+jax.tree_util.register_pytree_node(
+    _LazyChild,
+    lambda c: (c.parent.__dict__.setdefault("ready", [c.parent.w]) and [], None),
+    lambda aux, kids: _LazyChild(None),
+)
+
+
+def test_a_dict_that_changes_while_walked_is_walked_again():
+    p = _LazyParent()
+    f = stable_jit(lambda x: x + p.w)
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+    np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])

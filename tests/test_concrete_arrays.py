@@ -1,0 +1,94 @@
+"""Closed-over arrays that code needs as concrete values are baked in, keyed by contents.
+
+Under ``jax.jit`` a closed-over array is a constant, so library code may branch on it in
+Python or read its value; stablejit lifts such arrays to inputs, and falls back to baking
+the ones a trace needs concretely, never going stale.
+"""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from stablejit import stable_jit
+
+
+def _masked(mask, w, traces):
+    def f(x):
+        traces()
+        if mask.any():  # a Python branch on a closed-over array
+            return x * w
+        return x - w
+
+    return stable_jit(f)
+
+
+def _eager(mask, w, x):
+    return x * w if mask.any() else x - w
+
+
+def test_an_array_used_in_a_python_branch_runs_as_under_jax_jit(traces, caplog):
+    caplog.set_level(logging.INFO, logger="stablejit")
+    mask, w, x = np.array([True, False]), jnp.ones(2), jnp.arange(2.0)
+    np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
+    (notice,) = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    assert "closure variable 'mask' as a concrete value" in notice
+
+
+def test_only_the_array_needed_concretely_is_baked(traces):
+    mask, x = np.array([True, False]), jnp.arange(2.0)
+    for k in range(4):  # new values of the other array: no retrace
+        w = jnp.full(2, float(k))
+        np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
+    assert traces.n == 2  # the failed trace with the mask lifted, then one
+
+
+def test_a_baked_array_is_keyed_by_its_contents_never_stale(traces):
+    w, x = jnp.ones(2), jnp.arange(2.0)
+    mask = np.array([False, False])
+    np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
+    mask[0] = True  # in place: jax.jit would keep the baked False
+    np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
+    n = traces.n
+    again = np.array([True, False])  # equal contents, another array: a hit
+    np.testing.assert_array_equal(_masked(again, w, traces)(x), _eager(again, w, x))
+    assert traces.n == n
+
+
+def test_a_jax_array_read_as_a_python_int_sizes_the_output(traces):
+    def make(n):
+        def f(x):
+            traces()
+            return jnp.zeros(int(n)) + x  # int() of a closed-over array
+
+        return stable_jit(f)
+
+    for size in (3, 3, 5):
+        np.testing.assert_array_equal(make(jnp.int32(size))(1.0), np.ones(size))
+    assert traces.n == 3  # one failed trace, then one per distinct value
+
+
+def test_a_tracer_of_an_enclosing_transformation_used_concretely_still_raises():
+    def outer(mask):
+        return stable_jit(lambda x: x * 2 if mask.any() else x)(1.0)
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(outer)(jnp.array([True]))
+
+
+def test_the_fast_path_never_serves_a_baked_variant():
+    # A closure over arrays alone is what the per-code fast path re-checks by
+    # type: a baked array must be re-checked by contents instead.
+    def make(mask):
+        def f(x):
+            return x * 2.0 if mask.any() else x
+
+        return stable_jit(f)
+
+    mask, x = np.array([False]), jnp.ones(1)
+    for _ in range(3):
+        np.testing.assert_array_equal(make(mask)(x), [1.0])
+    mask[0] = True
+    np.testing.assert_array_equal(make(mask)(x), [2.0])

@@ -1,0 +1,1 @@
+"""Runs other libraries' own test suites against stablejit (see compat/README.md)."""

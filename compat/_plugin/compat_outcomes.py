@@ -1,0 +1,67 @@
+"""pytest plugin: one JSON line per test outcome, for the compat harness.
+
+Loaded with ``-p compat_outcomes`` (the harness puts this folder, and only
+this folder, on PYTHONPATH: the repository root holds a ``tests`` package
+that would shadow suites' own ``tests``). Lines are appended as tests finish,
+so a run killed by its timeout still leaves every outcome it reached.
+
+The file is named by ``$COMPAT_OUTCOMES``. Each line is
+``{"id", "outcome", "message"}`` where outcome is passed, failed, error
+(setup/teardown or collection), skipped, xfailed or xpassed, and message the
+first line of the failure (the exception line pytest shows after ``E``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+_PATH = os.environ.get("COMPAT_OUTCOMES")
+
+
+def _first_line(report) -> str:
+    longrepr = report.longrepr
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple):  # skips: (file, line, reason)
+        return str(longrepr[-1]).splitlines()[0] if longrepr[-1] else ""
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and crash.message:
+        return crash.message.strip().splitlines()[0][:500]
+    # Collection errors carry only text: its "E   " lines hold the exception.
+    lines = [line for line in str(longrepr).splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    errors = [line for line in errors if line and not line.startswith("Traceback")]
+    return (errors[0] if errors else lines[-1] if lines else "")[:500]
+
+
+def _write(entry: dict) -> None:
+    if not _PATH:
+        return
+    with open(_PATH, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """One line per test: its call phase, or the setup/teardown phase that failed."""
+    if report.when == "call":
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        else:
+            outcome = report.outcome
+    elif report.failed:
+        outcome = "error"
+    elif report.skipped and report.when == "setup":
+        outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    else:
+        return
+    message = "" if outcome == "passed" else _first_line(report)
+    _write({"id": report.nodeid, "outcome": outcome, "message": message})
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A module that fails to import is one error, named by the module."""
+    if report.failed:
+        _write({"id": report.nodeid, "outcome": "error", "message": _first_line(report)})

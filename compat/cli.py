@@ -1,0 +1,121 @@
+"""The command line: environments, sources, jobs, summaries, in that order."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from compat import envs, report, runner, sources
+from compat.suites import DEFAULT_ENV, ENVS, MODES, SUITE_TABLE, SUITES
+
+QUICK_TIMEOUT = 240  # seconds per suite and mode; the whole quick profile aims at 5 minutes
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python compat/run.py",
+        description="Run optax, blackjax, numpyro and flax's own test suites stock, with "
+        "jax.jit replaced by stablejit.stable_jit (jit), and under stablejit.patch() (patch).",
+    )
+    p.add_argument("--quick", action="store_true", help="a few fast files per suite (minutes)")
+    p.add_argument("--env", choices=sorted(ENVS), help="default: main (quick), py312-jax012 (full)")
+    p.add_argument("--only", help="comma-separated suites (default: all): " + ",".join(SUITES))
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: stock,jit,patch")
+    p.add_argument("--jobs", type=int, default=1, help="pytest processes at once (default 1)")
+    p.add_argument(
+        "--rerun", action="store_true", help="rerun even where a matching raw result exists"
+    )
+    p.add_argument(
+        "--setup-only", action="store_true", help="create the environment and sources, run nothing"
+    )
+    p.add_argument(
+        "--report-only", action="store_true", help="rewrite the summaries from raw results"
+    )
+    return p
+
+
+def _split(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad:
+        raise SystemExit(f"compat: unknown {what} {bad}; choose from {', '.join(allowed)}")
+    return items
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    profile = "quick" if args.quick else "full"
+    env = ENVS[args.env or DEFAULT_ENV[profile]]
+    suites = _split(args.only, SUITES, "suite") if args.only else list(SUITES)
+    modes = _split(args.modes, MODES, "mode")
+    if args.report_only:
+        print(report.write_summary(profile, env.name))
+        return 0
+    if not runner.plugin_available() and modes != ["stock"]:
+        print("[compat] stablejit/pytest.py not found: running stock only", file=sys.stderr)
+        modes = ["stock"]
+
+    versions = envs.ensure(env, suites)
+    python = envs.python_of(env)
+    jobs = []
+    for name in suites:
+        suite = SUITE_TABLE[name]
+        version = versions[name]
+        if version != env.pins[name]:
+            print(
+                f"[compat] {env.name}: {name} {version} installed, pinned {env.pins[name]}",
+                file=sys.stderr,
+            )
+        workdir, base = sources.layout(suite, version, python)
+        suite_versions = {"python": _python_version(env), "jax": versions["jax"], name: version}
+        if name == "optax":
+            suite_versions["flax"] = versions.get("flax")  # optax's tests import it
+        timeout = QUICK_TIMEOUT if profile == "quick" else suite.full_timeout
+        for mode in modes:
+            job = runner.Job(
+                suite, env.name, mode, profile, workdir, base, python, suite_versions, timeout
+            )
+            if not args.rerun and job.cached() is not None:
+                print(f"[compat] {name}/{mode}: reusing {job.raw_dir}/{mode}.json", file=sys.stderr)
+                continue
+            jobs.append(job)
+    if args.setup_only:
+        print(
+            f"[compat] {env.name} ready at {env.path}; {len(jobs)} run(s) pending", file=sys.stderr
+        )
+        return 0
+
+    def one(job: runner.Job) -> None:
+        print(
+            f"[compat] {job.suite.name}/{job.mode}: running (log {job.raw_dir}/{job.mode}.log)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raw = runner.run(job)
+        status = "TIMED OUT" if raw["timed_out"] else f"exit {raw['returncode']}"
+        print(
+            f"[compat] {job.suite.name}/{job.mode}: {raw['counts']} in {raw['wall_s']}s ({status})",
+            file=sys.stderr,
+            flush=True,
+        )
+        report.summarise(profile, env.name, job.suite.name)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, jobs))
+    path = report.write_summary(profile, env.name)
+    if path is not None:
+        print(path.read_text())
+    return 0
+
+
+def _python_version(env) -> str:
+    import subprocess
+
+    out = subprocess.run(
+        [str(envs.python_of(env)), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()

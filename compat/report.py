@@ -1,0 +1,175 @@
+"""Summaries: one suite in one environment, every mode side by side.
+
+``compat/results/<suite>-<env>.md`` and ``.json`` for the full profile,
+``compat/results/quick/...`` for the quick one, plus ``summary-<env>.md``
+with every suite's row per mode. The interesting part is the list of tests
+that pass stock but not in a mode, each with its first error line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from compat.suites import MODES, RESULTS, SUITES
+
+MD_LIMIT = 200  # regressions listed per mode in the markdown (all are in the JSON)
+
+
+def out_dir(profile: str) -> Path:
+    return RESULTS if profile == "full" else RESULTS / profile
+
+
+def load(profile: str, env: str, suite: str) -> dict[str, dict]:
+    raw = RESULTS / "raw" / profile / env / suite
+    runs = {}
+    for mode in MODES:
+        path = raw / f"{mode}.json"
+        if path.exists():
+            runs[mode] = json.loads(path.read_text())
+    return runs
+
+
+def _row(run: dict) -> dict:
+    c = run["counts"]
+    census = run.get("census") or {}
+    return {
+        "passed": c.get("passed", 0),
+        "failed": c.get("failed", 0),
+        "errors": c.get("error", 0),
+        "skipped": c.get("skipped", 0) + c.get("xfailed", 0),
+        "xpassed": c.get("xpassed", 0),
+        "wall_s": run["wall_s"],
+        "compiles": census.get("compiles"),
+        "traces": census.get("traces"),
+        "stablejit_hits": census.get("stablejit_hits"),
+        "stablejit_misses": census.get("stablejit_misses"),
+        "status": "timed out" if run["timed_out"] else f"exit {run['returncode']}",
+    }
+
+
+def regressions(stock: dict, other: dict) -> list[dict]:
+    """Tests that pass stock but not in ``other`` (failed, errored, skipped,
+    or never reached when the run was cut short)."""
+    out = []
+    for test, (outcome, _) in sorted(stock["outcomes"].items()):
+        if outcome != "passed":
+            continue
+        got, message = other["outcomes"].get(test, ["not run", ""])
+        if got != "passed":
+            out.append({"test": test, "outcome": got, "message": message})
+    # A module that no longer imports is one error for all of its tests.
+    for test, (got, message) in sorted(other["outcomes"].items()):
+        if got == "error" and "::" not in test and test not in stock["outcomes"]:
+            out.append({"test": test, "outcome": "collection error", "message": message})
+    return out
+
+
+def summarise(profile: str, env: str, suite: str) -> dict | None:
+    runs = load(profile, env, suite)
+    if not runs:
+        return None
+    first = next(iter(runs.values()))
+    summary = {
+        "suite": suite,
+        "env": env,
+        "profile": profile,
+        "versions": first["versions"],
+        "modes": {mode: _row(run) for mode, run in runs.items()},
+        "finished": {mode: run["finished"] for mode, run in runs.items()},
+        "stock_not_passing": None,
+        "regressions": {},
+    }
+    if "stock" in runs:
+        stock = runs["stock"]
+        summary["stock_not_passing"] = sum(o != "passed" for o, _ in stock["outcomes"].values())
+        for mode, run in runs.items():
+            if mode != "stock":
+                summary["regressions"][mode] = regressions(stock, run)
+    out = out_dir(profile)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{suite}-{env}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / f"{suite}-{env}.md").write_text(render(summary, runs))
+    return summary
+
+
+def _n(value) -> str:
+    return "n/a" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _table(summaries: list[dict], with_suite: bool) -> list[str]:
+    head = ["suite"] if with_suite else []
+    head += [
+        "mode",
+        "passed",
+        "failed",
+        "errors",
+        "skipped",
+        "wall s",
+        "compiles",
+        "stablejit hits/misses",
+        "not passing vs stock",
+        "run",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        for mode, r in s["modes"].items():
+            lost = s["regressions"].get(mode)
+            hm = (
+                ""
+                if r["stablejit_hits"] is None
+                else f"{r['stablejit_hits']:,}/{r['stablejit_misses']:,}"
+            )
+            cells = [s["suite"]] if with_suite else []
+            cells += [mode, _n(r["passed"]), _n(r["failed"]), _n(r["errors"]), _n(r["skipped"])]
+            cells += [
+                f"{r['wall_s']:.0f}",
+                _n(r["compiles"]),
+                hm,
+                "" if lost is None else str(len(lost)),
+                r["status"],
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(summary: dict, runs: dict[str, dict]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in summary["versions"].items() if v)
+    lines = [f"# {summary['suite']} on {summary['env']} ({summary['profile']} profile)", ""]
+    lines += [f"Releases: {versions}.", ""]
+    lines += _table([summary], with_suite=False)
+    lines += [
+        "",
+        'Skipped counts xfailed too. "not passing vs stock": tests that pass stock but '
+        "fail, error, skip or are not reached in that mode.",
+        "",
+    ]
+    if summary["stock_not_passing"] is not None:
+        lines += [
+            f"Stock: {summary['stock_not_passing']:,} tests do not pass (not counted below).",
+            "",
+        ]
+    for mode, lost in summary["regressions"].items():
+        lines += [f"## Pass stock, not under `{mode}` ({len(lost)})", ""]
+        for r in lost[:MD_LIMIT]:
+            message = r["message"].replace("|", "\\|").replace("`", "'")[:300]
+            lines.append(f"- `{r['test']}`: {r['outcome']}" + (f": {message}" if message else ""))
+        if len(lost) > MD_LIMIT:
+            lines.append(f"- ... {len(lost) - MD_LIMIT} more in the JSON")
+        lines.append("")
+    lines += ["## Commands", ""]
+    for mode, run in runs.items():
+        lines += [f"- {mode} ({run['finished']}): `cd {run['workdir']} && {run['command']}`"]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(profile: str, env: str) -> Path | None:
+    summaries = [s for s in (summarise(profile, env, name) for name in SUITES) if s]
+    if not summaries:
+        return None
+    path = out_dir(profile) / f"summary-{env}.md"
+    lines = [f"# stablejit against upstream suites: {env}, {profile} profile", ""]
+    lines += _table(summaries, with_suite=True)
+    lines += ["", "Per suite: the `<suite>-" + env + ".md` files beside this one.", ""]
+    path.write_text("\n".join(lines))
+    return path

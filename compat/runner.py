@@ -1,0 +1,205 @@
+"""One upstream suite, in one environment, in one mode: a pytest subprocess.
+
+Its raw result lands in ``compat/results/raw/<profile>/<env>/<suite>/<mode>.json``
+(per-test outcomes, counts, wall time, the census counters), beside the
+pytest log and the per-test JSON lines (both gitignored). A raw result is
+reused while its ``key`` (releases, selection, deselections) is unchanged, so
+``--only numpyro --modes jit`` compares against the stock run already there.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from compat.suites import COMPAT, REPO, RESULTS, Suite, selection
+
+PLUGIN_DIR = COMPAT / "_plugin"
+
+
+def plugin_available() -> bool:
+    """The census plugin (``stablejit.pytest``) is in this checkout, which
+    every environment has installed editable."""
+    return (REPO / "stablejit" / "pytest.py").exists()
+
+
+def mode_args(mode: str, census_path: Path) -> list[str]:
+    """The one place a mode becomes pytest options.
+
+    With the census plugin, stock runs as ``--stablejit=off`` (plain jax.jit,
+    only counted) so that every mode reports its compiles; without it (before
+    it existed), stock is plain pytest and the other modes cannot run."""
+    if not plugin_available():
+        if mode != "stock":
+            raise SystemExit(f"compat: mode {mode!r} needs stablejit/pytest.py (the census plugin)")
+        return []
+    flag = {"stock": "off", "jit": "jit", "patch": "patch"}[mode]
+    return ["-p", "stablejit.pytest", f"--stablejit={flag}", f"--stablejit-report={census_path}"]
+
+
+@dataclasses.dataclass
+class Job:
+    suite: Suite
+    env: str
+    mode: str
+    profile: str
+    workdir: Path
+    base: Path
+    python: Path
+    versions: dict[str, str | None]
+    timeout: int
+
+    @property
+    def raw_dir(self) -> Path:
+        return RESULTS / "raw" / self.profile / self.env / self.suite.name
+
+    def targets(self) -> tuple[list[str], list[str]]:
+        """(pytest arguments naming the tests, deselection arguments)."""
+        paths, k = selection(self.suite, self.profile)
+        args = [self._path(p) for p in paths]
+        if k:
+            args += ["-k", k]
+        drop = []
+        for target in self.suite.deselect:
+            if "::" in target:
+                drop += ["--deselect", self._path(target)]
+            elif (self.base / target).exists():
+                drop += ["--ignore", self._path(target)]
+        return args, drop
+
+    def _path(self, rel: str) -> str:
+        # Relative to the workdir where possible: nodeids stay short and the
+        # same across machines; optax's live in the environment's site-packages.
+        full = self.base / rel if rel else self.base
+        try:
+            return str(full.relative_to(self.workdir))
+        except ValueError:
+            return str(full)
+
+    def key(self) -> str:
+        paths, k = selection(self.suite, self.profile)
+        blob = json.dumps(
+            [self.versions, paths, k, sorted(self.suite.deselect), plugin_available()],
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def cached(self) -> dict | None:
+        path = self.raw_dir / f"{self.mode}.json"
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        return raw if raw.get("key") == self.key() else None
+
+
+def run(job: Job) -> dict:
+    """Runs ``job`` (never more than its timeout) and writes its raw result."""
+    job.raw_dir.mkdir(parents=True, exist_ok=True)
+    lines = job.raw_dir / f"{job.mode}.jsonl"
+    census = job.raw_dir / f"{job.mode}.census.json"
+    log = job.raw_dir / f"{job.mode}.log"
+    for stale in (lines, census):
+        stale.unlink(missing_ok=True)
+    targets, drop = job.targets()
+    cmd = [str(job.python), "-m", "pytest", "-p", "compat_outcomes", "-p", "no:cacheprovider"]
+    # Named explicitly: pytest would otherwise look for configuration above
+    # the test paths, and find this repository's own pyproject.toml there.
+    config = job.workdir / (job.suite.config_files or ("pytest.ini",))[0]
+    rootdir = job.base.parent if job.suite.source == "package" else job.workdir
+    cmd += ["-c", str(config), f"--rootdir={rootdir}", "--color=no", "-rN"]
+    cmd += [*mode_args(job.mode, census), *drop, *targets]
+    env = dict(os.environ)
+    # Only the plugin's folder: the repository root has a `tests` package of its own.
+    env["PYTHONPATH"] = str(PLUGIN_DIR)
+    env["COMPAT_OUTCOMES"] = str(lines)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into site-packages
+    revision = _stablejit_revision()
+    start = time.monotonic()
+    with open(log, "w", encoding="utf-8") as out:
+        out.write(f"$ cd {job.workdir} && {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.Popen(
+            cmd,
+            cwd=job.workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # so a timeout ends pytest and anything it started
+        )
+        try:
+            returncode, timed_out = proc.wait(timeout=job.timeout), False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            returncode, timed_out = proc.wait(), True
+    wall = time.monotonic() - start
+    outcomes = _read_outcomes(lines)
+    counts = collections.Counter(outcome for outcome, _ in outcomes.values())
+    raw = {
+        "suite": job.suite.name,
+        "env": job.env,
+        "mode": job.mode,
+        "profile": job.profile,
+        "key": job.key(),
+        "versions": job.versions,
+        "command": " ".join(cmd),
+        "workdir": str(job.workdir),
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "wall_s": round(wall, 1),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "stablejit": revision,
+        "counts": dict(sorted(counts.items())),
+        "census": _census(census),
+        "outcomes": outcomes,
+    }
+    (job.raw_dir / f"{job.mode}.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
+    return raw
+
+
+def _read_outcomes(path: Path) -> dict[str, list[str]]:
+    """nodeid -> [outcome, first error line]; a later phase's failure (an
+    error in teardown after a pass) wins over the earlier outcome."""
+    rank = {"passed": 0, "skipped": 0, "xfailed": 0, "xpassed": 1, "failed": 2, "error": 3}
+    out: dict[str, list[str]] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # the last line of a killed run
+            continue
+        prev = out.get(entry["id"])
+        if prev is None or rank[entry["outcome"]] > rank[prev[0]]:
+            out[entry["id"]] = [entry["outcome"], entry["message"]]
+    return out
+
+
+def _census(path: Path) -> dict | None:
+    """The counters the summary shows, from the plugin's report."""
+    if not path.exists():
+        return None
+    report = json.loads(path.read_text())
+    keep = ("traces", "compiles", "jit_objects", "redefined_codes", "retraces", "compile_seconds")
+    out = {k: report.get(k) for k in keep}
+    sj = report.get("stablejit") or {}
+    out.update({f"stablejit_{k}": sj.get(k) for k in ("hits", "misses", "compiles") if k in sj})
+    return out
+
+
+def _stablejit_revision() -> str:
+    """HEAD, marked dirty when stablejit/ has uncommitted edits: runs use the
+    editable checkout as it stood when they started."""
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "stablejit"], capture_output=True, text=True
+    )
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

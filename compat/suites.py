@@ -1,0 +1,163 @@
+"""The table: environments, pinned releases, and which upstream tests run.
+
+Everything a reader may want to change lives here: the JAX line of each
+environment, the release of each library pinned on it, the test dependencies,
+the quick and full selections, and every deselection with its reason.
+
+Paths in selections are relative to a suite's test folder as laid out by
+``compat.sources`` (``tests/...`` for blackjax and flax, ``test/...`` for
+numpyro; for optax, relative to the installed ``optax`` package, whose wheel
+carries its own ``*_test.py`` files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+COMPAT = REPO / "compat"
+CACHE = COMPAT / ".cache"
+ENVS_DIR = COMPAT / ".envs"
+RESULTS = COMPAT / "results"
+
+MODES = ("stock", "jit", "patch")
+SUITES = ("optax", "blackjax", "numpyro", "flax")
+
+
+@dataclasses.dataclass(frozen=True)
+class Env:
+    name: str
+    python: str | None  # interpreter to build the venv from; None: an existing venv
+    jax: str
+    pins: dict[str, str]  # suite -> release, checked by a stock run on this line
+    venv: Path | None = None  # set for an existing venv the harness does not create
+
+    @property
+    def path(self) -> Path:
+        return self.venv if self.venv is not None else ENVS_DIR / self.name
+
+
+# optax 0.2.8 and blackjax 1.7.1 are the newest and support both lines;
+# numpyro 0.22.0 needs jax>=0.7; flax 0.12.12 needs jax>=0.11.1 and Python
+# 3.12, so the 0.10 line stays on flax 0.12.8 (needs jax>=0.10).
+_PINS_010 = {"optax": "0.2.8", "blackjax": "1.7.1", "numpyro": "0.22.0", "flax": "0.12.8"}
+ENVS = {
+    "py312-jax012": Env(
+        "py312-jax012",
+        "3.12",
+        "0.12.0.1",
+        {"optax": "0.2.8", "blackjax": "1.7.1", "numpyro": "0.22.0", "flax": "0.12.12"},
+    ),
+    "py311-jax010": Env("py311-jax010", "3.11", "0.10.2", dict(_PINS_010)),
+    # The project's own development venv (Python 3.11, jax 0.10.2): the quick
+    # profile uses it so that CI never installs a second JAX. Missing test
+    # dependencies are added with jax held at its installed version.
+    "main": Env("main", None, "0.10.2", dict(_PINS_010), venv=REPO / ".venv"),
+}
+DEFAULT_ENV = {"quick": "main", "full": "py312-jax012"}
+
+# Always installed: the runner and what several suites' tests import.
+COMMON_DEPS = ("pytest", "absl-py", "chex", "scipy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    name: str
+    # "package": the tests ship inside the installed package; "sdist": they
+    # are copied out of the source distribution (never the package source,
+    # which would shadow the installed one).
+    source: str
+    test_dir: str  # folder copied from the sdist ("" for package suites)
+    config_files: tuple[str, ...]  # pytest configuration copied beside it
+    deps: tuple[str, ...]  # test dependencies (heavy ones, tensorflow/torch, left out)
+    quick: tuple[str, ...]  # paths, or nodeids
+    quick_k: str | None  # a -k expression narrowing the quick paths
+    full: tuple[str, ...]
+    deselect: dict[str, str]  # path or nodeid -> why it never runs here
+    full_timeout: int  # seconds for one mode of the full profile
+
+
+SUITE_TABLE = {
+    "optax": Suite(
+        "optax",
+        source="package",
+        test_dir="",
+        config_files=(),
+        deps=("scikit-learn", "flax"),
+        quick=("_src/linesearch_test.py", "_src/alias_test.py"),
+        # Both files take minutes whole; these are the cases that run a
+        # linesearch (a while_loop over a closure) inside a jitted step, and
+        # L-BFGS built on them, without the dtype and optimiser sweeps.
+        # Backtracking's test_linesearch alone is 192 cases: one stays.
+        quick_k="(BacktrackingLinesearchTest and not dtype_stability and "
+        "(not test_linesearch or test_linesearch0 or test_linesearch_update)) "
+        "or (ZoomLinesearchTest and not dtype_stability) "
+        "or (LBFGSTest and (plain_preconditioning or on_vectors0 or steep_objective "
+        "or bad_initialization))",
+        full=("",),
+        deselect={},
+        full_timeout=4 * 3600,
+    ),
+    "blackjax": Suite(
+        "blackjax",
+        source="sdist",
+        test_dir="tests",
+        config_files=("pytest.ini",),
+        deps=("optax", "pytest-benchmark"),
+        quick=("tests/test_compilation.py",),
+        quick_k=None,
+        full=("tests",),
+        deselect={
+            "tests/test_multidevice": "multiple devices (excluded by design)",
+            "tests/test_benchmarks.py": "timing benchmarks, not correctness",
+        },
+        full_timeout=6 * 3600,
+    ),
+    "numpyro": Suite(
+        "numpyro",
+        source="sdist",
+        test_dir="test",
+        config_files=("pyproject.toml",),
+        deps=("pyro-api", "scikit-learn", "funsor", "flax", "optax", "equinox", "graphviz"),
+        quick=("test/test_compile.py", "test/test_handlers.py"),
+        # The slowest handler tests (several seconds each, ~45 s together on
+        # 2 cores) add nothing the remaining jit/seed/trace ones do not cover.
+        quick_k="not obs_mask and not subsample and not block_seed",
+        full=("test",),
+        deselect={
+            "test/test_examples.py": "runs the examples, which download data sets (network)",
+            "test/test_example_utils.py": "downloads data sets (network)",
+        },
+        full_timeout=6 * 3600,
+    ),
+    "flax": Suite(
+        "flax",
+        source="sdist",
+        test_dir="tests",
+        config_files=("pyproject.toml",),
+        deps=("einops", "optax", "cloudpickle", "jaxtyping"),
+        quick=("tests/linen/linen_transforms_test.py",),
+        quick_k="jit or remat or scan or vmap",
+        full=(
+            "tests/linen/linen_transforms_test.py",
+            "tests/linen/linen_module_test.py",
+            "tests/linen/linen_test.py",
+            "tests/linen/linen_combinators_test.py",
+            "tests/nnx/transforms_test.py",
+            "tests/nnx/module_test.py",
+            "tests/nnx/optimizer_test.py",
+            "tests/nnx/graph_utils_test.py",
+            "tests/nnx/rngs_test.py",
+        ),
+        deselect={},
+        full_timeout=4 * 3600,
+    ),
+}
+
+
+def selection(suite: Suite, profile: str) -> tuple[tuple[str, ...], str | None]:
+    """The paths and -k expression one profile runs."""
+    if profile == "quick":
+        return suite.quick, suite.quick_k
+    return suite.full, None

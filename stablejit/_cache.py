@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import jax
+
 from . import _bake, _explain, _stats
 from ._config import config
-from ._fingerprint import Lift, fingerprint, rebuild_tracked
+from ._fingerprint import Lift, fingerprint, substitute
 from ._sinks import Snapshot
 from ._stable import aux_holds_callables, by_structure, unwrap
 from ._statics import rebox, unbox
@@ -137,14 +139,21 @@ def make_canonical(
             start = time.perf_counter()
             snapshot = Snapshot(subject)
             try:
-                new, rebuilder = rebuild_tracked(subject, args[:n_leaves], lift, baked)
-                if call is None:
-                    out = new(*rest, **kwargs)
-                else:
-                    new_rest, new_kwargs = rebox(rest, kwargs, new.values)
-                    out = new.fn(*new_rest, **new_kwargs)
-                if rebuilder is not None:
-                    rebuilder.check_writes()
+                new, rebuilder = substitute(subject, args[:n_leaves], lift, baked)
+                try:
+                    if call is None:
+                        out = new(*rest, **kwargs)
+                    else:
+                        new_rest, new_kwargs = rebox(rest, kwargs, new.values)
+                        out = new.fn(*new_rest, **new_kwargs)
+                    if rebuilder is not None:
+                        rebuilder.check_writes()
+                        # The output may be the program's own containers, which
+                        # get their arrays back below: JAX must see them now.
+                        out = jax.tree_util.tree_map(_same, out)
+                finally:
+                    if rebuilder is not None:
+                        rebuilder.restore()
             finally:
                 # A failed trace's writes are side channels too: the retry
                 # after a lift_scalars fallback must not see a new key.
@@ -163,6 +172,10 @@ def make_canonical(
     if signature is not None:
         canonical.__signature__ = signature
     return canonical
+
+
+def _same(x):
+    return x
 
 
 def _alias_after_trace(entry: Entry, fn, lift: Lift) -> None:

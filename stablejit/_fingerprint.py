@@ -13,11 +13,15 @@ leaves replaced by tracers, keeping every leaf-free object as it is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from . import _bake, _sinks
 from ._kinds import KEYS, TABLE, classify
+from ._slots import Slot
+
+_LOG = logging.getLogger("stablejit")
 
 Lift = None | bool | frozenset
 """What ``lift_scalars`` asks for: None, True, or variable names."""
@@ -181,27 +185,53 @@ class Plan(KeyWalker):
 class Rebuilder:
     """Replays a :class:`Plan` over a callable, substituting leaves.
 
-    Containers and objects holding leaves are copied, so what the traced
-    function writes into them stays in the copy. :meth:`check_writes` refuses
-    the one write that would then be lost silently: replacing a lifted array
-    (a state update such as a batch-norm statistic or an RNG counter).
+    Two ways, by ``in_place``:
+
+    * At trace time (``in_place=True``) the traced code must see the
+      program's own objects, as under ``jax.jit``: libraries keep state in
+      them (numpyro's handler stack, a ``self.count``) and compare them by
+      identity. Mutable holders — lists, dicts, objects' attributes, closure
+      cells, module globals — get the substitutes *in place*, recorded, and
+      :meth:`restore` puts the arrays back after the trace. Immutable holders
+      (tuples, pytree nodes, partials, bound methods) are copied around
+      their substitutes, and functions are copied too, over the very cells
+      and globals dict: JAX caches traces by function object, so a function
+      seen with other substitutes must be a new object to JAX.
+    * Otherwise (a :func:`~stablejit.stable` skeleton, which outlives any
+      trace) every holder of a leaf is copied and the originals are left
+      untouched.
     """
 
-    __slots__ = ("plan", "leaves", "pos", "leaf_pos", "memo", "sinks", "copies")
+    __slots__ = (
+        "plan",
+        "leaves",
+        "pos",
+        "leaf_pos",
+        "memo",
+        "sinks",
+        "in_place",
+        "swaps",
+        "copies",
+    )
 
-    def __init__(self, plan: Plan, leaves):
+    def __init__(self, plan: Plan, leaves, in_place: bool = False):
         self.plan = plan
         self.sinks = plan.sinks
         self.leaves = leaves
         self.pos = 0
         self.leaf_pos = 0
         self.memo: dict[int, Any] = {}
+        self.in_place = in_place
+        self.swaps: list[tuple] = []
         self.copies: list[tuple[Any, Any, Any]] = []
 
     def copied(self, items, current: Callable[[Any], Any], where: Callable[[Any], str]) -> None:
-        """Records the lifted values among ``items`` (``(key, value)`` pairs
-        of a copy), to be checked after the trace: ``current(key)`` reads the
-        copy's value then, ``where(key)`` names it."""
+        """At trace time, records the substitutes among ``items`` (``(key,
+        value)`` pairs of a copy of an immutable holder, such as a pytree
+        node), for :meth:`check_writes`: ``current(key)`` reads the copy's
+        value then, ``where(key)`` names it."""
+        if not self.in_place:
+            return
         from jax import core
 
         lifted = [(k, v) for k, v in items if isinstance(v, core.Tracer)]
@@ -209,14 +239,51 @@ class Rebuilder:
             self.copies.append((lifted, current, where))
 
     def check_writes(self) -> None:
+        """Refuses a state update that reached only a copy (a pytree node's,
+        such as an ``nnx`` module's RNG count or batch statistics): it would
+        be lost, and later calls would repeat the old state. ``jax.jit``
+        refuses those too (nnx raises its TraceContextError)."""
         for lifted, current, where in self.copies:
             for k, was in lifted:
                 if current(k) is not was:
                     raise TypeError(
                         f"the traced function replaced {where(k)}, an array stablejit lifts "
-                        "to an input: the update cannot reach your object (under jax.jit "
-                        "the tracer would leak into it). Return the new value instead."
+                        "to an input, inside a copy stablejit made of an immutable pytree: "
+                        "the update cannot reach your object. Return the new value instead."
                     )
+
+    def put(self, slot: Slot, target, key, value) -> None:
+        """Sets ``target``'s ``key`` to ``value`` through ``slot``, to be
+        undone by :meth:`restore`."""
+        self.swaps.append((slot, target, key, slot.get(target, key), value))
+        slot.set(target, key, value)
+
+    def restore(self) -> None:
+        """Puts back what :meth:`put` replaced, latest first.
+
+        A slot the traced code rebound keeps the new value, as under
+        ``jax.jit``, unless that value is traced: a tracer left in the
+        program's objects would leak (``jax.jit`` leaks it), so the array is
+        put back and the update is dropped, with a log line naming it.
+        """
+        from jax import core
+
+        for slot, target, key, old, placed in reversed(self.swaps):
+            try:
+                now = slot.get(target, key)
+            except (KeyError, AttributeError, ValueError):
+                continue  # deleted by the traced code: as under jax.jit
+            if now is placed:
+                slot.set(target, key, old)
+            elif isinstance(now, core.Tracer):
+                slot.set(target, key, old)
+                _LOG.info(
+                    "the traced function replaced %s, an array stablejit lifts to an "
+                    "input, with a traced value: the update is dropped (under jax.jit "
+                    "the tracer would leak into your object); return the new value instead",
+                    slot.describe(target, key),
+                )
+        self.swaps.clear()
 
     def next_leaf(self):
         leaf = self.leaves[self.leaf_pos]
@@ -231,34 +298,54 @@ class Rebuilder:
             return v
         self.pos = i + 1
         if plan.is_ref[i]:
+            new = self.memo.get(id(v))
+            if new is None and any(placed is v for *_, placed in self.swaps):
+                # A place read twice (two functions of one module reading one
+                # global) holds the substitute put there at the first read.
+                return v
             return self.memo[id(v)]
         return (TABLE.get(type(v)) or classify(v)).rebuild(self, v, i)
 
 
-_GONE = object()
-
-
 def rebuild(fn: Any, leaves, lift: Lift = None) -> Any:
-    """Returns ``fn`` with its leaves replaced, in walk order, by ``leaves``
-    (``lift``: as for the walk that collected them)."""
-    return rebuild_tracked(fn, leaves, lift)[0]
+    """Returns a copy of ``fn`` with its leaves replaced, in walk order, by
+    ``leaves`` (``lift``: as for the walk that collected them); ``fn`` and
+    what it reaches are left as they are."""
+    if not leaves:
+        return fn
+    return Rebuilder(_plan(fn, leaves, lift), leaves).walk(fn)
 
 
-def rebuild_tracked(
+def substitute(
     fn: Any, leaves, lift: Lift = None, baked: frozenset[int] = frozenset()
 ) -> tuple[Any, Rebuilder | None]:
-    """:func:`rebuild`, and the :class:`Rebuilder` whose ``check_writes`` is
-    to run after the rebuilt callable (None if nothing was rebuilt).
+    """``fn`` ready to trace with ``leaves`` (tracers) where its arrays are,
+    in place (see :class:`Rebuilder`), and the Rebuilder whose ``restore``
+    must run once the trace is over (None if nothing was substituted).
     ``baked``: the walk positions of leaves kept as they are (see _bake)."""
     if not leaves:
         return fn, None
     plan = Plan(fn, lift)
     if baked:
         leaves = _bake.merge(baked, plan.leaves, leaves)
+    _check(plan, leaves)
+    r = Rebuilder(plan, leaves, in_place=True)
+    try:
+        return r.walk(fn), r
+    except BaseException:
+        r.restore()
+        raise
+
+
+def _plan(fn, leaves, lift) -> Plan:
+    plan = Plan(fn, lift)
+    _check(plan, leaves)
+    return plan
+
+
+def _check(plan: Plan, leaves) -> None:
     if len(plan.leaves) != len(leaves):
         raise RuntimeError(
             f"stablejit internal error: {len(plan.leaves)} leaves at trace time, "
             f"{len(leaves)} passed"
         )
-    r = Rebuilder(plan, leaves)
-    return r.walk(fn), r

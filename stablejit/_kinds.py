@@ -5,10 +5,13 @@ things, written side by side so that they visit children in the same order:
 
 * ``key(w, v)``: the hashable static key of ``v``; arrays are appended to
   ``w.leaves`` instead of being hashed.
-* ``rebuild(r, v, i)``: a copy of ``v`` with every leaf replaced by the next
-  value of ``r`` (tracers, at trace time). Only called for values that hold
-  leaves; everything else is kept as the very same object, so mutations made
-  while tracing (a trace counter, ``nonlocal``) reach the user's objects.
+* ``rebuild(r, v, i)``: ``v`` with every leaf replaced by the next value of
+  ``r`` (tracers, at trace time). At trace time (``r.in_place``) mutable
+  values get the substitutes in place, through ``r.put``, and are returned
+  themselves, so the traced code sees the program's own objects; immutable
+  ones are copied. Otherwise every holder of a leaf is copied (see
+  ``_fingerprint.Rebuilder``). Only called for values that hold leaves;
+  everything else is kept as the very same object.
 
 Kinds that can take part in reference cycles (``cyclic``) are allocated before
 their children are rebuilt, so a back reference finds the new object.
@@ -39,6 +42,7 @@ from ._code import code_info, is_library_file
 from ._idref import IdRef
 from ._patch import JIT as _jax_jit
 from ._sinks import SINK
+from ._slots import ATTR, CELL, GLOBAL, ITEM
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 """Key of an unbound global or an empty cell."""
@@ -269,14 +273,16 @@ class _List(Kind):
         return (list, _keys(w, v))
 
     def rebuild(self, r, v, i):
-        new = r.memo[id(v)] = []
         walk = r.walk
+        if r.in_place:
+            r.memo[id(v)] = v
+            for k, x in enumerate(list.copy(v)):
+                nx = walk(x)
+                if nx is not x:
+                    r.put(ITEM, v, k, nx)
+            return v
+        new = r.memo[id(v)] = []
         new.extend([walk(x) for x in v])
-        r.copied(
-            enumerate(new),
-            lambda k: new[k] if k < len(new) else None,
-            lambda k: f"item {k} of a list",
-        )
         return new
 
 
@@ -305,16 +311,23 @@ class _Dict(Kind):
         return (dict, _keys(w, v), _keys(w, v.values()))
 
     def rebuild(self, r, v, i):
-        new = r.memo[id(v)] = {}
         walk = r.walk
         skip = _sink_of(r, v)
         kept = [k for k in v if not (skip and k in skip)]
         for k in kept:
             walk(k)
+        if r.in_place:
+            r.memo[id(v)] = v
+            for k in kept:
+                x = dict.__getitem__(v, k)
+                nx = walk(x)
+                if nx is not x:
+                    r.put(ITEM, v, k, nx)
+            return v
+        new = r.memo[id(v)] = {}
         rebuilt = {k: walk(v[k]) for k in kept}
         for k, x in v.items():  # side channels keep their place and object
             new[k] = rebuilt.get(k, x)
-        r.copied(new.items(), new.get, lambda k: f"the item {k!r} of a dict")
         return new
 
 
@@ -339,6 +352,12 @@ class _Subclass(Kind):
         return self.base.children(w, v) + [(f".{k}", x) for k, x in d.items()]
 
     def rebuild(self, r, v, i):
+        if r.in_place and self.cyclic:  # a list or dict: its items in place
+            self.base.rebuild(r, v, i)
+            d = object.__getattribute__(v, "__dict__") if self.has_dict else None
+            if d:
+                r.walk(d)
+            return v
         cls = type(v)
         items = self.base.rebuild(r, v, i)
         new = self.new(cls, items) if isinstance(items, tuple) else self.new(cls)
@@ -616,6 +635,8 @@ class _Function(Kind):
         return code_info(fn.__code__).digest
 
     def rebuild(self, r, fn, i):
+        if r.in_place:
+            return self._substitute(r, fn)
         code = fn.__code__
         info = code_info(code)
         kids = iter(r.plan.children[i])
@@ -692,6 +713,53 @@ class _Function(Kind):
             nv = walk(_cell_value(old))
             if has_leaf[k]:
                 cell.cell_contents = nv
+        if fn.__dict__:
+            new.__dict__.update(walk(fn.__dict__))
+        return new
+
+    @staticmethod
+    def _substitute(r, fn):
+        """At trace time: the substitutes go into the function's own cells,
+        globals, kwdefaults and attributes, in place (so ``nonlocal`` and
+        ``global`` writes reach the program, as under ``jax.jit``), and a new
+        function object over them is returned, which JAX has never traced."""
+        code = fn.__code__
+        info = code_info(code)
+        closure = fn.__closure__
+        new = types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)
+        new.__qualname__ = fn.__qualname__
+        r.memo[id(fn)] = new
+        walk = r.walk
+        # The order of the walks below is the order key() walks in.
+        if fn.__defaults__ is not None:
+            new.__defaults__ = walk(fn.__defaults__)
+        if fn.__kwdefaults__ is not None:
+            new.__kwdefaults__ = walk(fn.__kwdefaults__)  # a dict: in place
+        g, b = fn.__globals__, fn.__builtins__
+        gskip = _sink_of(r, g)
+        for name in info.global_names:
+            if gskip and name in gskip:
+                continue  # a side channel: not walked by the key either
+            space = g if name in g else b
+            v = space.get(name, MISSING)
+            nv = walk(v)
+            if nv is not v:
+                r.put(GLOBAL, space, name, nv)
+        for chain in info.attr_chains:
+            root = g.get(chain[0], MISSING)
+            if isinstance(root, types.ModuleType) and not _module_is_library(root):
+                depth, v = _resolve_chain(root, chain)
+                nv = walk(v)
+                if nv is not v:
+                    owner = functools.reduce(getattr, chain[1:depth], root)
+                    r.put(GLOBAL, owner.__dict__, chain[depth], nv)
+        for name, cell in zip(code.co_freevars, closure or (), strict=True):
+            if _sink_of(r, cell) is not False:
+                continue
+            v = _cell_value(cell)
+            nv = walk(v)
+            if nv is not v:
+                r.put(CELL, cell, name, nv)
         if fn.__dict__:
             new.__dict__.update(walk(fn.__dict__))
         return new
@@ -858,26 +926,28 @@ class _Object(Kind):
         return IdRef(type(v))
 
     def rebuild(self, r, v, i):
+        d, slots = self._state(v)
+        walk = r.walk
+        if r.in_place:
+            # Its own __dict__ in place (a dict), and its slots: around the
+            # class's __setattr__, as the state is only lent to the trace.
+            r.memo[id(v)] = v
+            walk(d)
+            for name, s in zip(self.slots, slots, strict=True):
+                ns = walk(s)
+                if ns is not s:
+                    r.put(ATTR, v, name, ns)
+            return v
         cls = type(v)
         new = object.__new__(cls) if cls.__new__ is object.__new__ else copy.copy(v)
         r.memo[id(v)] = new
-        d, slots = self._state(v)
-        walk = r.walk
         nd = walk(d)
         if nd is not None:
-            state = object.__getattribute__(new, "__dict__")
-            state.update(nd)
-            r.copied(state.items(), state.get, lambda k: f"{cls.__qualname__}.{k}")
-        new_slots = {}
+            object.__getattribute__(new, "__dict__").update(nd)
         for name, s in zip(self.slots, slots, strict=True):
-            ns = new_slots[name] = walk(s)
+            ns = walk(s)
             if ns is not MISSING:
                 object.__setattr__(new, name, ns)
-        r.copied(
-            new_slots.items(),
-            lambda k: getattr(new, k, None),
-            lambda k: f"{cls.__qualname__}.{k}",
-        )
         return new
 
 

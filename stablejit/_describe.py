@@ -36,10 +36,17 @@ class Row(NamedTuple):
     object node, a function, a callable keyed by identity."""
 
 
+HIDDEN = "\x1f"
+"""Starts the labels of parts reached through library code, which
+:func:`render` leaves out (they stay in paths, which must be unique)."""
+
+
 def render(path: tuple[str, ...]) -> str:
     """``("closure variable 'p'", "['w']")`` → ``closure variable 'p'['w']``."""
     out = ""
     for label in path:
+        if label.startswith(HIDDEN):
+            continue
         if not out or label.startswith(("[", ".")):
             out += label
         else:
@@ -116,26 +123,44 @@ class Description:
     __repr__ = __str__
 
 
+def user_function(fn: Any) -> Any:
+    """The function a user wrote, under the wrappers around it: the
+    ``__wrapped__`` of ``functools.wraps`` (``jax.grad``, ``jax.vmap``,
+    ``jax.checkpoint`` and most decorators set it), a bound method's function."""
+    seen = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None or not callable(inner):
+            break
+        fn = inner
+    return getattr(fn, "__func__", fn)
+
+
 def location(fn: Any) -> str:
     """`` at file.py:12`` for Python functions (and methods), else ``""``.
 
     For a ``functools.partial`` (a loop's bound functions), the location of
-    the first function among its arguments, else of the function it wraps.
+    the first function among its arguments, else of the function it wraps;
+    for a wrapped function (``jax.grad(loss)``), the location of ``loss``.
     """
+    fn = user_function(fn)
     if isinstance(fn, functools.partial):
         for arg in (*callables_in(fn.args), fn.func):
             where = location(arg)
             if where:
                 return where
         return ""
-    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
         return ""
     return f" at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
 
 
 def display_name(fn: Any) -> str:
-    """``inner``, ``Model.apply``, ``while_loop(cond_fn, body_fn)``."""
+    """``inner``, ``Model.apply``, ``while_loop(cond_fn, body_fn)``; a
+    wrapped function (``jax.grad(loss)``) by the function it wraps."""
+    fn = user_function(fn)
     if isinstance(fn, functools.partial):
         name = getattr(fn.func, "stablejit_name", None)
         if name is None:
@@ -160,15 +185,26 @@ def describe(fn: Any) -> Description:
     from ._fingerprint import KeyWalker
 
     w = KeyWalker()  # for the side channels the key leaves out
+    named = user_function(fn)  # what messages name (see display_name)
     rows: list[Row] = []
     seen: set[int] = set()
     dropped = 0
 
-    def visit(path, v):
+    def visit(path, v, through_library=False):
         nonlocal dropped
         if len(rows) >= MAX_ROWS:
             dropped += 1
             return
+        if (
+            through_library
+            and isinstance(v, types.FunctionType)
+            and not code_info(v.__code__).library
+        ):
+            # The user's function, reached through a library's wrappers
+            # (jax.grad's closures): named by itself, not by their cells,
+            # unless it is the function the message is about.
+            if v is not named or any(not label.startswith(HIDDEN) for label in path):
+                path = (*path, f"function {v.__qualname__!r}")
         kind = classify(v)
         if kind.cyclic and id(v) in seen:
             rows.append(Row(path, "(refers back to an enclosing value)", hash("ref"), False, True))
@@ -190,8 +226,14 @@ def describe(fn: Any) -> Description:
             labels = tuple(label for label, _ in parts)
             token = hash((type(v), _token(kind.node_token(v)), labels))
             rows.append(Row(path, _node_summary(v, kind), token, False, True))
+            library = isinstance(v, types.FunctionType) and code_info(v.__code__).library
             for label, child in parts:
-                visit((*path, label), child)
+                if library:
+                    # Collapse the path through library code: its cells' names
+                    # ('fun', 'value_and_grad_f') say nothing to the user.
+                    visit((*path, f"{HIDDEN}{v.__qualname__}: {label}"), child, True)
+                else:
+                    visit((*path, label), child)
 
     visit((), fn)
     return Description(fn, rows, dropped)

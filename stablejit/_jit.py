@@ -15,7 +15,7 @@ from ._cache import CACHE
 from ._code import _GENERATOR_FLAGS, code_info
 from ._code import _INFO as _CODE_INFO
 from ._config import config
-from ._describe import callables_in, display_name, location
+from ._describe import callables_in, display_name, location, user_function
 from ._fingerprint import KeyWalker, Lift, walker
 from ._kinds import Kind, register_kind
 from ._patch import JIT
@@ -218,9 +218,9 @@ def _tag(fn):
     """What identifies "this function" across redefinitions (for clear_cache,
     counters and the recompile limit): its code, or for a partial (a loop's
     bound functions) the code of it and of the functions it binds."""
+    fn = user_function(fn)  # jax.grad(loss) is loss's, not jax's wrapper's
     if isinstance(fn, functools.partial):
         return (_tag(fn.func), *(_tag(a) for a in callables_in(fn.args)))
-    fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
     return code_info(code).digest if isinstance(code, types.CodeType) else type(fn)
 

@@ -4,6 +4,7 @@ import functools
 import logging
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -316,3 +317,48 @@ def test_distinct_callables_sharing_one_closure_are_not_counted_as_recompiles(li
     with pytest.raises(stablejit.RecompileLimitError, match="lambda.*took 3 distinct"):
         for k in range(3):  # one structure, a value that keeps changing
             stable_jit(_shared_body(lambda x, k=float(k): x * k))(x)
+
+
+def _grad_step(temp, x):
+    def loss(w):
+        return jnp.sum(w * x) * temp
+
+    return stable_jit(jax.grad(loss))
+
+
+def test_a_function_wrapped_by_jax_grad_is_named_with_its_own_file_and_line(explain):
+    x = jnp.ones(2)
+    for temp in (1.0, 2.0):
+        np.testing.assert_allclose(_grad_step(temp, x)(x), temp * x)
+    (msg,) = explain()
+    line = _grad_step.__code__.co_firstlineno + 1
+    assert msg.startswith(f"stable_jit(_grad_step.<locals>.loss) at test_observability.py:{line}")
+    # The path through jax.grad's own closures ('fun', 'value_and_grad_f') is collapsed.
+    assert msg.endswith("retraced: closure variable 'temp' changed 1.0 → 2.0")
+
+
+def test_vmap_of_a_partial_is_named_by_the_partial_and_its_function(explain):
+    def step(temp):
+        def loss(w, t):
+            return w * t * temp
+
+        return stable_jit(jax.vmap(functools.partial(loss, t=3.0)))
+
+    for temp in (1.0, 2.0):
+        np.testing.assert_allclose(step(temp)(jnp.ones(2)), [3.0 * temp] * 2)
+    (msg,) = explain()
+    assert "stable_jit(partial(" in msg and "step.<locals>.loss)) at test_observability.py:" in msg
+    assert msg.endswith("partial of → closure variable 'temp' changed 1.0 → 2.0")
+
+
+def test_distinct_functions_under_jax_grad_are_counted_apart():
+    def loss_a(w):
+        return jnp.sum(w)
+
+    def loss_b(w):
+        return jnp.sum(w * w)
+
+    a, b = stable_jit(jax.grad(loss_a)), stable_jit(jax.grad(loss_b))
+    a(jnp.ones(2))
+    b(jnp.ones(2))
+    assert a.cache_info().misses == 1 and b.cache_info().misses == 1

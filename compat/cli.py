@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from compat import envs, report, runner, sources
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
+    summary_lock = threading.Lock()
+
     def one(job: runner.Job) -> None:
         print(
             f"[compat] {job.suite.name}/{job.mode}: running (log {job.raw_dir}/{job.mode}.log)",
@@ -99,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        report.summarise(profile, env.name, job.suite.name)
+        with summary_lock:  # two modes of one suite may finish together under --jobs
+            report.summarise(profile, env.name, job.suite.name)
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, jobs))
@@ -110,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _python_version(env) -> str:
-    import subprocess
-
     out = subprocess.run(
         [str(envs.python_of(env)), "-c", "import platform; print(platform.python_version())"],
         capture_output=True,

@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         print("[compat] stablejit/pytest.py not found: running stock only", file=sys.stderr)
         modes = ["stock"]
 
-    versions = envs.ensure(env, suites)
+    # Every suite's dependencies, whatever --only says: one install per
+    # environment, not one per subset.
+    versions = envs.ensure(env, list(SUITES))
     python = envs.python_of(env)
     jobs = []
     for name in suites:

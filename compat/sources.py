@@ -71,7 +71,8 @@ def layout(suite: Suite, version: str, python: Path) -> tuple[Path, Path]:
         # An ini of our own fixes pytest's rootdir here, not in site-packages.
         (work / "pytest.ini").write_text("[pytest]\n")
         return work, _installed_package_dir(python, suite.name)
-    if not (work / suite.test_dir).is_dir():
+    wanted = [suite.test_dir, *(suite.config_files or ("pytest.ini",))]
+    if not all((work / name).exists() for name in wanted):  # new, or the table changed
         src = sdist(suite.name, version, python)
         tmp = work.with_name(work.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -34,7 +34,7 @@ def _key_of(v):
 class KeyWalker:
     """Computes a static key and collects the leaves, in walk order."""
 
-    __slots__ = ("leaves", "seen", "sinks", "lift", "name_ok", "records")
+    __slots__ = ("leaves", "seen", "sinks", "lift", "name_ok", "records", "static")
 
     exact = True
     """Whether this walk only needs the key and leaves, so that kinds may
@@ -54,6 +54,9 @@ class KeyWalker:
         # The fast-path record that keyed each function of this walk, by id:
         # an enclosing function's record re-checks those (see _fastpath).
         self.records: dict[int, Any] = {}
+        # Set while static arguments are walked (see _statics), which are
+        # keyed as jax.jit keys them where their class says how.
+        self.static = False
 
     def walk(self, v: Any):
         return (KEYS.get(type(v)) or _key_of(v))(self, v)

@@ -639,7 +639,9 @@ def stable_jit(
       structure like closure contents, not by ``__hash__``/``__eq__``: a fresh
       but equal callable (``optax.adam(1e-3)``) hits, arrays inside one are
       lifted, an object mutated in place retraces, and unhashable values
-      (lists) are accepted.
+      (lists) are accepted. Objects of a class written to be a key (its body
+      defines both ``__eq__`` and ``__hash__``) are keyed by that equality,
+      as ``jax.jit`` keys them.
 
     Arguments:
         fun: the function (or any callable) to compile. As in ``jax.jit``, it

@@ -1088,6 +1088,11 @@ LIBRARY_KINDS: dict[str, Kind | Callable[[type], Kind]] = {
     # only to preserve sharing between modules, which the walk already sees
     # as object identity; keyed by value, every rebuilt model would miss.
     "flax.ids.FlaxId": _Constant(),
+    # flax's lifted jit passes its scope functions to the traced function
+    # through this thread-local stack, pushed around each call, and keys what
+    # they depend on itself, in a static "fingerprint" argument: flax relies
+    # on jax.jit not keying it. Keyed, every call of an nn.jit method missed.
+    "flax.core.lift.TransformContext": _Constant(),
     # What a flax Scope keeps of the trace it was made under, to refuse use
     # under another: a new object per trace (every jax.grad), never an input
     # to the computation.
@@ -1128,9 +1133,63 @@ def _plain_kind(cls, v) -> Kind:
     if issubclass(cls, (list, dict, tuple)):
         base = list if issubclass(cls, list) else dict if issubclass(cls, dict) else tuple
         return _Subclass(cls, TABLE[base])
+    if _defines_equality(cls):
+        return _OwnEquality(cls)
     if hasattr(v, "__dict__") or _slot_names(cls):
         return _Object(cls)
     return _OPAQUE
+
+
+def _defines_equality(cls) -> bool:
+    """Whether ``cls`` was written to be a key: one class body defines both
+    ``__eq__`` and ``__hash__`` (dataclasses' generated ones do not count)."""
+    for c in cls.__mro__:
+        if c is object:
+            return False
+        eq = c.__dict__.get("__eq__")
+        if eq is None:
+            continue
+        code = getattr(eq, "__code__", None)
+        generated = code is None or code.co_filename.startswith("<")
+        return not generated and c.__dict__.get("__hash__") is not None
+    return False
+
+
+class _OwnEquality(Kind):
+    """Objects of a class written to be a key (flax's ``_HashableProxy``, a
+    config with ``__eq__``/``__hash__``).
+
+    Inside a static argument (``w.static``) they are keyed by their own
+    equality, as ``jax.jit`` keys static arguments: the class says what
+    matters. Anywhere else, and where they cannot be hashed, by their state,
+    as plain objects: a flax ``Scope``'s equality is the identity of the
+    variables it holds, which are arrays to lift.
+    """
+
+    name = "object"
+    cyclic = True
+
+    def __init__(self, cls):
+        self.state = _Object(cls)
+
+    def key(self, w, v):
+        if w.static:
+            try:
+                hash(v)
+            except Exception:  # noqa: BLE001 - a failing __hash__: not a key after all
+                pass
+            else:
+                return (IdRef(type(v)), v)
+        return self.state.key(w, v)
+
+    def rebuild(self, r, v, i):
+        return self.state.rebuild(r, v, i)  # only values keyed by state hold leaves
+
+    def children(self, w, v):
+        return self.state.children(w, v)
+
+    def node_token(self, v):
+        return self.state.node_token(v)
 
 
 _NOT_PYTREE: dict[type, Kind] = {}

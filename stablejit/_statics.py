@@ -52,7 +52,12 @@ class _WithStaticsKind(Kind):
     name = "call"
 
     def key(self, w, s):
-        return (WithStatics, s.labels, w.walk(s.fn), _keys(w, s.values))
+        fn = w.walk(s.fn)
+        outer, w.static = w.static, True
+        try:
+            return (WithStatics, s.labels, fn, _keys(w, s.values))
+        finally:
+            w.static = outer
 
     def rebuild(self, r, s, i):
         walk = r.walk

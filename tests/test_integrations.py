@@ -266,6 +266,28 @@ def _bound_ref(MLP, p):
 
 # A bound module's scope holds a weakref to JAX's trace state: keyed by identity, with a
 # warning. Traces are counted by stablejit here: a counter is the next test's subject.
+def test_linen_nn_jit_method_traces_once_per_module_structure_in_patch_mode():
+    nn = pytest.importorskip("flax.linen")
+    n = 0
+
+    class Scaled(nn.Module):
+        k: float
+
+        @nn.jit
+        def __call__(self, x):
+            nonlocal n
+            n += 1
+            return x * self.k
+
+    x = jnp.ones(2)
+    with stablejit.patch():  # flax's lifted jit calls jax.jit when the method runs
+        for _ in range(3):
+            np.testing.assert_array_equal(Scaled(2.0).apply({}, x), [2.0, 2.0])
+        assert n == 1  # flax keys its scope through a fingerprint; so must we
+        np.testing.assert_array_equal(Scaled(3.0).apply({}, x), [3.0, 3.0])
+    assert n == 2
+
+
 def test_linen_bound_module_closed_over_hits():
     MLP = _linen_mlp()
     params = MLP().init(jax.random.key(0), X5)

@@ -185,3 +185,53 @@ def test_flax_train_state_rebuilt_per_epoch_with_a_fresh_optimizer_hits():
     assert len(traces) - n_eager == 3
     for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+class _Key:
+    """A class written to be a cache key: its own __eq__ and __hash__, over
+    part of its state (a weak reference to its subject is not compared)."""
+
+    def __init__(self, subject, scale):
+        import weakref
+
+        self.ref = weakref.ref(subject)
+        self.scale = scale
+
+    def __eq__(self, other):
+        return isinstance(other, _Key) and self.scale == other.scale
+
+    def __hash__(self):
+        return hash(self.scale)
+
+
+class _Subject:
+    pass
+
+
+def test_a_static_argument_of_a_class_written_to_be_a_key_is_keyed_by_its_equality(traces):
+    def apply(x, key):
+        traces()
+        return x * key.scale
+
+    g = stable_jit(apply, static_argnums=1)
+    subjects = [_Subject() for _ in range(3)]
+    for s in subjects:  # a new key object, with a new weak reference, each call
+        np.testing.assert_array_equal(g(jnp.ones(1), _Key(s, 2.0)), [2.0])
+    assert traces.n == 1  # as jax.jit: equal keys hit
+    np.testing.assert_array_equal(g(jnp.ones(1), _Key(subjects[0], 3.0)), [3.0])
+    assert traces.n == 2  # unequal keys retrace
+
+
+def test_a_dataclass_generated_equality_is_still_keyed_by_structure(traces):
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        fn: object
+
+    def apply(x, cfg):
+        traces()
+        return cfg.fn(x)
+
+    g = stable_jit(apply, static_argnums=1)
+    for _ in range(3):  # fresh, structurally equal callables: generated __eq__ would miss
+        np.testing.assert_array_equal(g(jnp.ones(1), Config(_scaler(2.0))), [2.0])
+    assert traces.n == 1

@@ -635,20 +635,77 @@ class _Function(Kind):
         return code_info(fn.__code__).digest
 
     def rebuild(self, r, fn, i):
-        if r.in_place:
-            return self._substitute(r, fn)
+        """A new function object (JAX caches traces by function object) over
+        the substitutes. At trace time they go into the function's own
+        cells, globals, kwdefaults and attributes, in place, so ``nonlocal``
+        and ``global`` writes reach the program as under ``jax.jit``;
+        otherwise into private copies of the cells and globals that hold
+        leaves (see :meth:`_private`)."""
         code = fn.__code__
         info = code_info(code)
+        g, b = fn.__globals__, fn.__builtins__
+        closure = fn.__closure__
+        in_place = r.in_place
+        space, cells = (g, closure) if in_place else self._private(r, fn, i, info)
+        new = types.FunctionType(code, space, fn.__name__, None, cells)
+        new.__qualname__ = fn.__qualname__
+        r.memo[id(fn)] = new
+        walk = r.walk
+        # The order of the walks below is the order key() walks in; a walk
+        # returns a new object only where a leaf was substituted.
+        if fn.__defaults__ is not None:
+            new.__defaults__ = walk(fn.__defaults__)
+        if fn.__kwdefaults__ is not None:
+            new.__kwdefaults__ = walk(fn.__kwdefaults__)
+        gskip = _sink_of(r, g)
+        for name in info.global_names:
+            if gskip and name in gskip:
+                continue  # a side channel: not walked by the key either
+            where = g if name in g else b
+            v = where.get(name, MISSING)
+            nv = walk(v)
+            if nv is not v:
+                if in_place:
+                    r.put(GLOBAL, where, name, nv)
+                else:
+                    space[name] = nv
+        for chain in info.attr_chains:
+            root = g.get(chain[0], MISSING)
+            if isinstance(root, types.ModuleType) and not _module_is_library(root):
+                depth, v = _resolve_chain(root, chain)
+                nv = walk(v)
+                if nv is v:
+                    continue
+                if in_place:
+                    owner = functools.reduce(getattr, chain[1:depth], root)
+                    r.put(GLOBAL, owner.__dict__, chain[depth], nv)
+                else:
+                    space[chain[0]] = _patched_module(space[chain[0]], chain[1 : depth + 1], nv)
+        for name, cell, own in zip(code.co_freevars, closure or (), cells or (), strict=True):
+            if _sink_of(r, cell) is not False:
+                continue
+            v = _cell_value(cell)
+            nv = walk(v)
+            if nv is not v:
+                if in_place:
+                    r.put(CELL, cell, name, nv)
+                else:
+                    own.cell_contents = nv
+        if fn.__dict__:
+            new.__dict__.update(walk(fn.__dict__))
+        return new
+
+    @staticmethod
+    def _private(r, fn, i, info):
+        """``(globals, cells)`` for a copy of ``fn`` that outlives any trace (a
+        ``stable()`` skeleton): a copy of the globals dict if a global holds a
+        leaf, a fresh cell for each cell that does; the others shared."""
         kids = iter(r.plan.children[i])
         has_leaf = r.plan.has_leaf
-        # Defaults and kwdefaults (each walked only when set) are assigned
-        # after allocation.
-        for d in (fn.__defaults__, fn.__kwdefaults__):
+        for d in (fn.__defaults__, fn.__kwdefaults__):  # walked only when set
             if d is not None:
                 next(kids)
         g = fn.__globals__
-        b = fn.__builtins__
-        # Side channels were not walked by the key (see _sinks): no visit.
         gskip = _sink_of(r, g)
         names = [n for n in info.global_names if not (gskip and n in gskip)]
         global_kids = [next(kids) for _ in names]
@@ -659,110 +716,29 @@ class _Function(Kind):
             and not _module_is_library(g[c[0]])
         ]
         chain_kids = [next(kids) for _ in chains]
-        closure = fn.__closure__ or ()
-        cell_kids = [None if _sink_of(r, c) is not False else next(kids) for c in closure]
-
-        new_globals = g
+        space = g
         if any(has_leaf[k] for k in global_kids + chain_kids):
             if info.global_stores:
                 raise TypeError(
                     f"stablejit cannot lift the arrays in the globals of "
-                    f"{fn.__qualname__!r}: it also assigns the globals "
+                    f"{fn.__qualname__!r} into a copy: it also assigns the globals "
                     f"{sorted(info.global_stores)}. Pass the arrays as arguments."
                 )
-            new_globals = dict(g)
+            space = dict(g)
         cells = []
-        for name, cell, k in zip(code.co_freevars, closure, cell_kids, strict=True):
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+            k = None if _sink_of(r, cell) is not False else next(kids)
             if k is not None and has_leaf[k]:
                 if name in info.deref_stores:
                     raise TypeError(
                         f"{fn.__qualname__!r} assigns its closure variable {name!r} "
-                        "(nonlocal), which holds an array; stablejit lifts such "
-                        "arrays to inputs and cannot write them back. Return the "
-                        "new value instead."
+                        "(nonlocal), which holds an array; a copy of it cannot write "
+                        "the array back. Return the new value instead."
                     )
                 cells.append(types.CellType())
             else:
                 cells.append(cell)
-        new = types.FunctionType(code, new_globals, fn.__name__, None, tuple(cells) or None)
-        new.__qualname__ = fn.__qualname__
-        r.memo[id(fn)] = new
-
-        walk = r.walk
-        if fn.__defaults__ is not None:
-            new.__defaults__ = walk(fn.__defaults__)
-        if fn.__kwdefaults__ is not None:
-            new.__kwdefaults__ = walk(fn.__kwdefaults__)
-        for name, k in zip(names, global_kids, strict=True):
-            v = g.get(name, MISSING)
-            if v is MISSING:
-                v = b.get(name, MISSING)
-            nv = walk(v)
-            if has_leaf[k]:
-                new_globals[name] = nv
-        for chain, k in zip(chains, chain_kids, strict=True):
-            depth, v = _resolve_chain(g[chain[0]], chain)
-            nv = walk(v)
-            if has_leaf[k]:
-                new_globals[chain[0]] = _patched_module(
-                    new_globals[chain[0]], chain[1 : depth + 1], nv
-                )
-        for cell, old, k in zip(cells, closure, cell_kids, strict=True):
-            if k is None:
-                continue
-            nv = walk(_cell_value(old))
-            if has_leaf[k]:
-                cell.cell_contents = nv
-        if fn.__dict__:
-            new.__dict__.update(walk(fn.__dict__))
-        return new
-
-    @staticmethod
-    def _substitute(r, fn):
-        """At trace time: the substitutes go into the function's own cells,
-        globals, kwdefaults and attributes, in place (so ``nonlocal`` and
-        ``global`` writes reach the program, as under ``jax.jit``), and a new
-        function object over them is returned, which JAX has never traced."""
-        code = fn.__code__
-        info = code_info(code)
-        closure = fn.__closure__
-        new = types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)
-        new.__qualname__ = fn.__qualname__
-        r.memo[id(fn)] = new
-        walk = r.walk
-        # The order of the walks below is the order key() walks in.
-        if fn.__defaults__ is not None:
-            new.__defaults__ = walk(fn.__defaults__)
-        if fn.__kwdefaults__ is not None:
-            new.__kwdefaults__ = walk(fn.__kwdefaults__)  # a dict: in place
-        g, b = fn.__globals__, fn.__builtins__
-        gskip = _sink_of(r, g)
-        for name in info.global_names:
-            if gskip and name in gskip:
-                continue  # a side channel: not walked by the key either
-            space = g if name in g else b
-            v = space.get(name, MISSING)
-            nv = walk(v)
-            if nv is not v:
-                r.put(GLOBAL, space, name, nv)
-        for chain in info.attr_chains:
-            root = g.get(chain[0], MISSING)
-            if isinstance(root, types.ModuleType) and not _module_is_library(root):
-                depth, v = _resolve_chain(root, chain)
-                nv = walk(v)
-                if nv is not v:
-                    owner = functools.reduce(getattr, chain[1:depth], root)
-                    r.put(GLOBAL, owner.__dict__, chain[depth], nv)
-        for name, cell in zip(code.co_freevars, closure or (), strict=True):
-            if _sink_of(r, cell) is not False:
-                continue
-            v = _cell_value(cell)
-            nv = walk(v)
-            if nv is not v:
-                r.put(CELL, cell, name, nv)
-        if fn.__dict__:
-            new.__dict__.update(walk(fn.__dict__))
-        return new
+        return space, tuple(cells) or None
 
 
 def _patched_module(mod, path, value):

@@ -591,3 +591,22 @@ def test_one_code_at_two_places_of_different_shape_keeps_a_record_for_each():
         np.testing.assert_allclose(run(0.5, jnp.full(2, float(i))), [0.5 + i] * 2)
     now = [info.fast[0], *info.fast[2]]
     assert len(now) == len(kept) == 2 and all(any(r is k for k in kept) for r in now)
+
+
+def test_two_functions_of_one_module_reading_one_global_function_trace_once(traces):
+    # Tracing puts a new function object in the module's namespace for the
+    # global 'helper' (it reaches an array): the second reader must find it.
+    ns = {"jnp": jnp, "W": jnp.ones(2), "traces": traces}
+    exec(
+        "def helper(x):\n    return x * W\n"
+        "def first(x):\n    return helper(x) + 1\n"
+        "def second(x):\n    return helper(x) - 1\n"
+        "def both(x):\n    traces()\n    return first(x) + second(x)\n",
+        ns,
+    )
+    f = stable_jit(ns["both"])
+    np.testing.assert_array_equal(f(jnp.full(2, 3.0)), [6.0, 6.0])
+    assert ns["helper"].__name__ == "helper" and ns["W"] is not None
+    ns["W"] = jnp.ones(2) * 2.0  # lifted: no retrace
+    np.testing.assert_array_equal(f(jnp.full(2, 3.0)), [12.0, 12.0])
+    assert traces.n == 1

@@ -159,7 +159,10 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
         lines.append("")
     lines += ["## Commands", ""]
     for mode, run in runs.items():
-        lines += [f"- {mode} ({run['finished']}): `cd {run['workdir']} && {run['command']}`"]
+        rev = run.get("stablejit", "?")
+        lines += [
+            f"- {mode} ({run['finished']}, stablejit {rev}): `cd {run['workdir']} && {run['command']}`"
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -198,11 +198,23 @@ def _census(path: Path) -> dict | None:
 
 
 def _stablejit_revision() -> str:
-    """HEAD, marked dirty when stablejit/ has uncommitted edits: runs use the
-    editable checkout as it stood when they started."""
+    """The last commit that touched stablejit/, plus a digest of uncommitted
+    edits there ("+dirty.<digest>"): runs use the editable checkout as it
+    stood when they started, and it may be mid-edit."""
     git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(
-        [*git, "status", "--porcelain", "stablejit"], capture_output=True, text=True
-    )
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    last = subprocess.run(
+        [*git, "log", "-1", "--format=%h", "--", "stablejit"], capture_output=True, text=True
+    ).stdout.strip()
+    diff = subprocess.run(
+        [*git, "diff", "HEAD", "--", "stablejit"], capture_output=True, text=True
+    ).stdout
+    new = subprocess.run(
+        [*git, "ls-files", "--others", "--exclude-standard", "stablejit"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    for name in new.split():  # files not yet added count too
+        diff += name + (REPO / name).read_text(encoding="utf-8", errors="replace")
+    if not diff:
+        return last
+    return f"{last}+dirty.{hashlib.sha256(diff.encode()).hexdigest()[:8]}"

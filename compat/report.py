@@ -149,6 +149,18 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
             f"Stock: {summary['stock_not_passing']:,} tests do not pass (not counted below).",
             "",
         ]
+    if "stock" in runs:
+        # Upstream failures on this line are the baseline, not stablejit's.
+        broken = [
+            (t, o, m)
+            for t, (o, m) in sorted(runs["stock"]["outcomes"].items())
+            if o in ("failed", "error")
+        ]
+        lines += [f"## Fail stock ({len(broken)})", ""]
+        for test, outcome, message in broken[:MD_LIMIT]:
+            message = message.replace("|", "\\|").replace("`", "'")[:300]
+            lines.append(f"- `{test}`: {outcome}" + (f": {message}" if message else ""))
+        lines.append("")
     for mode, lost in summary["regressions"].items():
         lines += [f"## Pass stock, not under `{mode}` ({len(lost)})", ""]
         for r in lost[:MD_LIMIT]:

@@ -113,6 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     path = report.write_summary(profile, env.name)
     if path is not None:
         print(path.read_text())
+    # Exit 1 on any test that passes stock but not in a mode, unless listed
+    # as not passable by design: CI runs the quick profile as a gate.
+    lost = {
+        f"{name}/{mode}": len(tests)
+        for name in suites
+        if (s := report.summarise(profile, env.name, name)) is not None
+        for mode, tests in s["regressions"].items()
+        if mode in modes and tests
+    }
+    if lost:
+        print(f"[compat] diverging from stock: {lost}", file=sys.stderr)
+        return 1
     return 0
 
 

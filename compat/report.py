@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from compat.suites import MODES, RESULTS, SUITES
+from compat.suites import MODES, RESULTS, SUITES, by_design
 
 MD_LIMIT = 200  # regressions listed per mode in the markdown (all are in the JSON)
 
@@ -83,9 +83,15 @@ def summarise(profile: str, env: str, suite: str) -> dict | None:
     if "stock" in runs:
         stock = runs["stock"]
         summary["stock_not_passing"] = sum(o != "passed" for o, _ in stock["outcomes"].values())
+        summary["by_design"] = {}
         for mode, run in runs.items():
             if mode != "stock":
-                summary["regressions"][mode] = regressions(stock, run)
+                lost = regressions(stock, run)
+                expected = [r for r in lost if by_design(suite, mode, r["test"])]
+                for r in expected:
+                    r["reason"] = by_design(suite, mode, r["test"])
+                summary["regressions"][mode] = [r for r in lost if r not in expected]
+                summary["by_design"][mode] = expected
     out = out_dir(profile)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{suite}-{env}.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -109,12 +115,14 @@ def _table(summaries: list[dict], with_suite: bool) -> list[str]:
         "compiles",
         "stablejit hits/misses",
         "not passing vs stock",
+        "by design",
         "run",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         for mode, r in s["modes"].items():
             lost = s["regressions"].get(mode)
+            expected = s.get("by_design", {}).get(mode)
             hm = (
                 ""
                 if r["stablejit_hits"] is None
@@ -127,6 +135,7 @@ def _table(summaries: list[dict], with_suite: bool) -> list[str]:
                 _n(r["compiles"]),
                 hm,
                 "" if lost is None else str(len(lost)),
+                "" if not expected else str(len(expected)),
                 r["status"],
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -161,6 +170,11 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
             message = message.replace("|", "\\|").replace("`", "'")[:300]
             lines.append(f"- `{test}`: {outcome}" + (f": {message}" if message else ""))
         lines.append("")
+    for mode, expected in summary.get("by_design", {}).items():
+        if expected:
+            lines += [f"## Cannot pass under `{mode}` by design ({len(expected)})", ""]
+            lines += [f"- `{r['test']}`: {r['reason']}" for r in expected]
+            lines.append("")
     for mode, lost in summary["regressions"].items():
         lines += [f"## Pass stock, not under `{mode}` ({len(lost)})", ""]
         for r in lost[:MD_LIMIT]:

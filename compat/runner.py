@@ -85,8 +85,11 @@ class Job:
 
     def key(self) -> str:
         paths, k = selection(self.suite, self.profile)
+        # A stablejit mode's outcome depends on stablejit itself: a result is
+        # reused only for the revision it ran against.
+        revision = None if self.mode == "stock" else _stablejit_revision()
         blob = json.dumps(
-            [self.versions, paths, k, sorted(self.suite.deselect), plugin_available()],
+            [self.versions, paths, k, sorted(self.suite.deselect), plugin_available(), revision],
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -161,3 +161,28 @@ def selection(suite: Suite, profile: str) -> tuple[tuple[str, ...], str | None]:
     if profile == "quick":
         return suite.quick, suite.quick_k
     return suite.full, None
+
+
+# Tests that cannot pass under a stablejit mode by design, by suite, mode and
+# test id prefix, each with its reason. Listed apart in the summaries and not
+# counted as divergences; the issue's bound is 1 % of a suite.
+BY_DESIGN: dict[str, dict[str, dict[str, str]]] = {
+    "numpyro": {
+        "patch": {
+            "test/test_compile.py::test_mcmc_one_chain": (
+                "asserts the exact number of times the model is traced, through a global "
+                "counter: under patch(), lax loops given fresh closures of one structure "
+                "share one trace, so the model is traced fewer times than stock "
+                "(identity-keyed caching asserted)"
+            ),
+        },
+    },
+}
+
+
+def by_design(suite: str, mode: str, test: str) -> str | None:
+    """The reason ``test`` cannot pass in ``mode`` by design, or None."""
+    for prefix, reason in BY_DESIGN.get(suite, {}).get(mode, {}).items():
+        if test.startswith(prefix):
+            return reason
+    return None

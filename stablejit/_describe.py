@@ -44,9 +44,11 @@ HIDDEN = "\x1f"
 def render(path: tuple[str, ...]) -> str:
     """``("closure variable 'p'", "['w']")`` → ``closure variable 'p'['w']``."""
     out = ""
-    for label in path:
+    for i, label in enumerate(path):
         if label.startswith(HIDDEN):
-            continue
+            if i < len(path) - 1:
+                continue
+            label = label[len(HIDDEN) :]  # what changed is never left out
         if not out or label.startswith(("[", ".")):
             out += label
         else:

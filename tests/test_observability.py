@@ -362,3 +362,15 @@ def test_distinct_functions_under_jax_grad_are_counted_apart():
     a(jnp.ones(2))
     b(jnp.ones(2))
     assert a.cache_info().misses == 1 and b.cache_info().misses == 1
+
+
+def test_a_part_reached_only_through_library_closures_is_still_named():
+    from stablejit._describe import HIDDEN, render
+
+    assert render((f"{HIDDEN}wrap: closure variable 'fun'", "closure variable 'k'")) == (
+        "closure variable 'k'"
+    )
+    # The part that changed is named even when everything above it is hidden.
+    assert render((f"{HIDDEN}wrap: closure variable 'noise'",)) == (
+        "wrap: closure variable 'noise'"
+    )

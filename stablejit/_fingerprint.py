@@ -17,6 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from jax import core
+
 from . import _bake, _sinks
 from ._kinds import KEYS, TABLE, classify
 from ._slots import Slot
@@ -235,8 +237,6 @@ class Rebuilder:
         value then, ``where(key)`` names it."""
         if not self.in_place:
             return
-        from jax import core
-
         lifted = [(k, v) for k, v in items if isinstance(v, core.Tracer)]
         if lifted:
             self.copies.append((lifted, current, where))
@@ -269,8 +269,6 @@ class Rebuilder:
         program's objects would leak (``jax.jit`` leaks it), so the array is
         put back and the update is dropped, with a log line naming it.
         """
-        from jax import core
-
         for slot, target, key, old, placed in reversed(self.swaps):
             try:
                 now = slot.get(target, key)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._code import code_info
 from ._kinds import LEAF, MISSING, classify
-from ._sinks import SINK
+from ._sinks import is_sink_key
 
 SIDE_CHANNEL = "(side channel: not keyed)"
 """Summary of a part the key leaves out (see _sinks)."""
@@ -220,7 +220,7 @@ def describe(fn: Any) -> Description:
             key = KeyWalker().walk(v)
             if key is LEAF:
                 rows.append(Row(path, _aval(v), hash(_aval(v)), True))
-            elif key is SINK:
+            elif is_sink_key(key):
                 rows.append(Row(path, SIDE_CHANNEL, hash("sink"), False))
             else:
                 rows.append(Row(path, _short(v), _token(key), False, callable(v)))

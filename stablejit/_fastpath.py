@@ -25,12 +25,12 @@ from ._kinds import (
     LEAF,
     LIFTED_SCALAR,
     MISSING,
-    SINK,
     TABLE,
     _cell_value,
     _flatten_one_level,
     _Jitted,
 )
+from ._sinks import is_sink_key
 
 FAST_PATH_TRIES = 8
 """Failed fast-path builds after which a code object's functions stop trying
@@ -226,7 +226,7 @@ class FastPath:
             checks.append((name, slot))
         cells = []
         for c, k in zip(fn.__closure__ or (), ckeys, strict=True):
-            if k is SINK:  # a sink is this very cell, which a redefinition replaces
+            if is_sink_key(k):  # a sink is this very cell, which a redefinition replaces
                 return None
             slot = cls._slot(_cell_value(c), k, w.records)
             if slot is _NO_SLOT:
@@ -260,7 +260,7 @@ class FastPath:
             return _LEAF_SLOT
         if k is LIFTED_SCALAR:
             return _LiftedSlot(type(v))
-        if k is SINK or k is v or type(v) in _ATOM_TYPES:
+        if is_sink_key(k) or k is v or type(v) in _ATOM_TYPES:
             return v
         tp = type(v)
         kind = TABLE.get(tp)

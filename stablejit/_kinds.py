@@ -41,7 +41,7 @@ from ._code import _INFO as _CODE_INFO
 from ._code import code_info, is_library_file
 from ._idref import IdRef
 from ._patch import JIT as _jax_jit
-from ._sinks import SINK
+from ._sinks import sink_key
 from ._slots import ATTR, CELL, GLOBAL, ITEM
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
@@ -266,7 +266,7 @@ class _List(Kind):
 
     def key(self, w, v):
         if _sink_of(w, v) is not False:
-            return SINK  # so never rebuilt: the traced function appends to the original
+            return sink_key(v)  # so never rebuilt: the traced function appends to the original
         ref = w.enter(v)
         if ref is not None:
             return ref
@@ -307,7 +307,7 @@ class _Dict(Kind):
         skip = _sink_of(w, v)
         if skip:
             kept = [k for k in v if k not in skip]
-            return (dict, _keys(w, kept), _keys(w, [v[k] for k in kept]))
+            return (dict, sink_key(v), _keys(w, kept), _keys(w, [v[k] for k in kept]))
         return (dict, _keys(w, v), _keys(w, v.values()))
 
     def rebuild(self, r, v, i):
@@ -551,7 +551,7 @@ class _Function(Kind):
         named = lift is not None and lift is not True
         for name in info.global_names:
             if gskip and name in gskip:
-                gkeys.append(SINK)
+                gkeys.append(sink_key(g))
                 continue
             v = g.get(name, MISSING)
             if v is MISSING:
@@ -568,7 +568,7 @@ class _Function(Kind):
         elif named:
             ckeys = tuple(
                 [
-                    SINK
+                    sink_key(c)
                     if sinks and _sink_of(w, c) is not False
                     else _walk_named(w, _cell_value(c))
                     if name in lift
@@ -578,7 +578,10 @@ class _Function(Kind):
             )
         elif sinks:
             ckeys = tuple(
-                [SINK if _sink_of(w, c) is not False else walk(_cell_value(c)) for c in closure]
+                [
+                    sink_key(c) if _sink_of(w, c) is not False else walk(_cell_value(c))
+                    for c in closure
+                ]
             )
         else:
             ckeys = tuple([walk(_cell_value(c)) for c in closure])

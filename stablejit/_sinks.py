@@ -21,7 +21,21 @@ ALL = None
 """Sink marker: the whole list or cell is a side channel."""
 
 SINK = type("Sink", (), {"__repr__": lambda self: "<sink>"})()
-"""Key of a value left out because it is a side channel."""
+"""Marks the key of a value left out because it is a side channel."""
+
+
+def sink_key(obj) -> tuple:
+    """The key of side channel ``obj`` (a list, a cell, a dict with left-out
+    items): which object it is, not what it holds. Two functions whose side
+    channels are different objects may have traced with different values in
+    them (``nonlocal n; n = float(n)`` reads the value it rewrites), so they
+    must not share a key."""
+    return (SINK, IdRef(obj))
+
+
+def is_sink_key(k) -> bool:
+    return type(k) is tuple and len(k) == 2 and k[0] is SINK
+
 
 SINKS: dict[int, tuple[object, frozenset | None]] = {}
 """id(container) → (container, names left out of keys, or ALL).

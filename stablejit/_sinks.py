@@ -5,8 +5,9 @@ function can see: ``TRACES.append(1)``, ``GLOBAL["count"] += 1``, ``nonlocal
 n; n += 1``. If such state were keyed, every trace would change the key of
 every later call, and variants would retrace forever. So a trace is bracketed
 by a :class:`Snapshot`; the lists, dict items, globals and closure cells it
-changed become *sinks*, which keys leave out from then on. ``jax.jit`` never
-re-reads such state either; unlike ``jax.jit``, everything else stays keyed.
+changed become *sinks*, which keys name by identity, not contents, from then
+on (see :func:`sink_key`). ``jax.jit`` never re-reads such state either;
+unlike ``jax.jit``, everything else stays keyed.
 """
 
 from __future__ import annotations

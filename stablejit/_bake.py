@@ -57,7 +57,8 @@ _LOCK = threading.Lock()
 def split(variant, leaves: list) -> tuple[Baked | None, list]:
     """``(marker for the key, leaves to pass)`` of a variant: the leaves it
     bakes are keyed by contents and not passed."""
-    positions = BAKED.get(variant)
+    # Most programs bake nothing: skip hashing the whole key on every walk.
+    positions = BAKED.get(variant) if BAKED else None
     if positions is None:
         return None, leaves
     digests = tuple(_digest(leaves[i]) for i in sorted(positions))

@@ -506,10 +506,15 @@ class StableJitted:
         shape, a Python ``if``) fails only this way, so the retry is right."""
         if self._lift_of(key) is None or not any(type(x) in _NUMBERS for x in leaves):
             return False
-        # Keyed again: what the failed trace wrote is a side channel now.
-        after = self._key(args, subject)[0]
-        _cache.keep_scalars_static({(key[0], key[-1]), (after[0], after[-1])}, entry)
+        _cache.keep_scalars_static(self._variants(key, args, subject), entry)
         return True
+
+    def _variants(self, key, args, subject) -> set:
+        """``(options, function key)`` of the variant that failed to trace as
+        ``key``, and of the one it is keyed as now: what the failed trace
+        wrote is a side channel from now on, so the key may have changed."""
+        after = self._key(args, subject)[0]
+        return {(key[0], key[-1]), (after[0], after[-1])}
 
     def _arrays_fall_back(self, error, key, entry, leaves, args, subject) -> bool:
         """After a failed trace: if lifted arrays were needed as concrete
@@ -517,9 +522,7 @@ class StableJitted:
         contents, see _bake), says so, and returns True."""
         if not isinstance(error, _bake.CONCRETE_ERRORS):
             return False
-        # Keyed again: what the failed trace wrote is a side channel now.
-        after = self._key(args, subject)[0]
-        variants = {(key[0], key[-1]), (after[0], after[-1])}
+        variants = self._variants(key, args, subject)
         baked = _bake.fall_back(error, variants, self._baked_of(key), leaves)
         if not baked:
             return False

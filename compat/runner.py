@@ -122,8 +122,9 @@ def run(job: Job) -> dict:
     cmd += ["-c", str(config), f"--rootdir={rootdir}", "--color=no", "-rN"]
     cmd += [*mode_args(job.mode, census), *drop, *targets]
     env = dict(os.environ)
-    # Only the plugin's folder: the repository root has a `tests` package of its own.
-    env["PYTHONPATH"] = str(PLUGIN_DIR)
+    # Only the plugin's folder and this checkout's package, not the repository
+    # root: it has a `tests` package of its own.
+    env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), str(_this_checkout())])
     env["COMPAT_OUTCOMES"] = str(lines)
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into site-packages
@@ -198,6 +199,22 @@ def _census(path: Path) -> dict | None:
     sj = report.get("stablejit") or {}
     out.update({f"stablejit_{k}": sj.get(k) for k in ("hits", "misses", "compiles") if k in sj})
     return out
+
+
+def _this_checkout() -> Path:
+    """A folder holding only a link to this checkout's ``stablejit``.
+
+    The environments have stablejit installed editable from whichever
+    checkout created them; a path entry is searched before that install's
+    finder, so a run always tests the code beside the harness, and a second
+    checkout (a git worktree sharing ``.envs``) can run a fixed revision in
+    the background while this one is edited."""
+    folder = COMPAT / ".stablejit-path"
+    link = folder / "stablejit"
+    if not link.is_symlink():
+        folder.mkdir(exist_ok=True)
+        link.symlink_to(REPO / "stablejit", target_is_directory=True)
+    return folder
 
 
 def _stablejit_revision() -> str:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import io
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
@@ -79,6 +85,50 @@ def interleaved(variants: dict[str, tuple[Callable[[], object], int]], rounds: i
         n: {"median_s": statistics.median(s), "min_s": min(s), "rounds": len(s)}
         for n, s in samples.items()
     }
+
+
+def import_copy(rev: str, name: str):
+    """stablejit as of ``rev`` (from ``git archive``), imported as the package ``name``."""
+    data = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "stablejit"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    where = Path(tempfile.mkdtemp())
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(where, filter="data")
+    (where / "stablejit").rename(where / name)
+    sys.path.insert(0, str(where))
+    return importlib.import_module(name)
+
+
+def nested_outer(stable_jit):
+    """The seed case's ``outer``: ``inner`` redefined on every call, jitted with ``stable_jit``."""
+
+    def outer(a):
+        def inner(x):
+            return x * 2
+
+        return stable_jit(inner)(a)
+
+    return outer
+
+
+def hit_batch(outer, a, n: int, config, explain: bool = False):
+    """A variant for :func:`interleaved`: one timed call runs ``n`` hits of
+    ``outer(a)``, each waited for, with ``config.explain_misses`` switched once
+    around them, so the switch is not part of what is measured."""
+
+    def run():
+        config.explain_misses = explain
+        try:
+            for _ in range(n):
+                outer(a).block_until_ready()
+        finally:
+            config.explain_misses = False
+
+    return run, 1
 
 
 def environment() -> dict:

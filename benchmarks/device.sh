@@ -39,7 +39,7 @@ step() {  # step NAME SECONDS COMMAND...: run capped, log, pack
 step versions 40 "$py" -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
 # Behaviour first, on this JAX: timings of wrong results would mean nothing.
 step "core tests" 70 "$py" -m pytest -q -p no:cacheprovider -x tests/test_seed.py \
-    tests/test_staleness.py tests/test_callables.py
+    tests/test_staleness.py tests/test_callables.py tests/test_fastpath.py tests/test_side_channels.py
 # Per-call overhead (seed, anchors, optax-step) and the fingerprint's scaling.
 step suite 150 "$py" -m benchmarks --device "$device" --rounds 9 --out "$results" \
     --only seed,anchors,optax-step,scaling

@@ -22,7 +22,8 @@ import os  # noqa: E402
 import numpy as np  # noqa: E402
 
 import stablejit  # noqa: E402
-from stablejit import _cache, stable_jit  # noqa: E402
+from stablejit import stable_jit  # noqa: E402
+from stablejit._runtime import cache as _cache  # noqa: E402
 
 MIB = 1 << 20
 SCALE = 10 if args.quick else 1  # --quick: a tenth of the calls and variants

@@ -17,26 +17,21 @@ args = _harness.parse_args(
     __doc__, rounds=21, quick_rounds=5, extra={"baseline": "git revision to compare with"}
 )
 
-import importlib  # noqa: E402
-import io  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tarfile  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
 
 import stablejit  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 N = 2000  # hits per timed call
 
 
 def _baseline_rev() -> str:
+    # The counters were added as stablejit/_stats.py (now _diagnostics/stats.py): git finds
+    # that commit by the path the file had then.
     added = subprocess.run(
         ["git", "log", "--diff-filter=A", "--format=%H", "--", "stablejit/_stats.py"],
-        cwd=ROOT,
+        cwd=_harness.ROOT,
         capture_output=True,
         text=True,
         check=True,
@@ -46,53 +41,17 @@ def _baseline_rev() -> str:
     return added[-1] + "~1"
 
 
-def _import_copy(rev: str, name: str):
-    """stablejit as of ``rev``, imported as ``name``."""
-    data = subprocess.run(
-        ["git", "archive", "--format=tar", rev, "stablejit"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    where = Path(tempfile.mkdtemp())
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(where, filter="data")
-    (where / "stablejit").rename(where / name)
-    sys.path.insert(0, str(where))
-    return importlib.import_module(name)
-
-
-def _outer(stable_jit):
-    def outer(a):
-        def inner(x):
-            return x * 2
-
-        return stable_jit(inner)(a)
-
-    return outer
-
-
 def main():
     rev = args.baseline or _baseline_rev()
     a = jnp.arange(8.0)
-    current = _outer(stablejit.stable_jit)
-    before = _outer(_import_copy(rev, "stablejit_baseline").stable_jit)
+    current = _harness.nested_outer(stablejit.stable_jit)
+    before = _harness.nested_outer(_harness.import_copy(rev, "stablejit_baseline").stable_jit)
     # An A/A control: HEAD imported the same way as the baseline, so that the
     # bias of importing a second copy shows up in the same run.
-    control = _outer(_import_copy("HEAD", "stablejit_head").stable_jit)
+    control = _harness.nested_outer(_harness.import_copy("HEAD", "stablejit_head").stable_jit)
 
     def batch(outer, explain: bool):
-        # One timed call runs N hits with the setting switched once, so the
-        # switch is not part of what is measured.
-        def run():
-            stablejit.config.explain_misses = explain
-            try:
-                for _ in range(N):
-                    outer(a).block_until_ready()
-            finally:
-                stablejit.config.explain_misses = False
-
-        return run, 1
+        return _harness.hit_batch(outer, a, N, stablejit.config, explain)
 
     for f in (current, before, control):
         assert (f(a) == a * 2).all()

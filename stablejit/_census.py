@@ -10,7 +10,6 @@ is anything left?" by counting, for the whole process:
 * traces and compiles, from ``jax.monitoring``'s duration events;
 * under stablejit, its hits and misses, and why each retrace happened (its
   ``stablejit`` logger records, captured here rather than printed).
-
 Nothing here is imported by the rest of stablejit.
 """
 
@@ -28,8 +27,10 @@ from typing import Any
 import jax
 from jax import monitoring
 
-import stablejit
-from stablejit import _stats
+from ._config import config
+from ._observe import cache_info
+from ._patch import patch
+from ._runtime.api import stable_jit
 
 MODES = ("off", "jit", "patch")
 TOP = 10
@@ -222,15 +223,15 @@ def install(mode: str) -> None:
     _CENSUS.mode = mode
     monitoring.register_event_duration_secs_listener(_CENSUS.on_event)
     if mode == "jit":
-        target = stablejit.stable_jit
+        target = stable_jit
     else:
         if mode == "patch":
-            stablejit.patch()
+            patch()
         target = jax.jit
     jax.jit = _counting(target)
     if mode != "off":
-        _CENSUS.show_retraces = stablejit.config.explain_misses
-        stablejit.config.explain_misses = True
+        _CENSUS.show_retraces = config.explain_misses
+        config.explain_misses = True
         logging.getLogger("stablejit").addFilter(_RetraceFilter())
 
 
@@ -289,8 +290,7 @@ def report() -> dict[str, Any]:
                 "where": k.where,
                 "function_objects": k.functions,
                 "jit_objects": k.jits,
-                # JAX names a trace by the function's __name__: same-named
-                # functions share a count.
+                # JAX names a trace by __name__: same-named functions share a count.
                 "traces": by_name["traces"][k.name],
             }
             for k in redefined[:TOP]
@@ -302,7 +302,7 @@ def report() -> dict[str, Any]:
         ],
     }
     if c.mode in ("jit", "patch"):
-        info = _stats.cache_info()
+        info = cache_info()
         out["stablejit"] = {
             "hits": info.hits,
             "misses": info.misses,

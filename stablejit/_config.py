@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+
+import jax
 
 STANCES = ("log", "warn", "raise", "fallback")
 
@@ -54,6 +57,7 @@ class Config:
 
     def __init__(self):
         self._lock = threading.Lock()
+        self._on_cache_size: list[Callable[[int], None]] = []
         self._cache_size = _env("STABLEJIT_CACHE_SIZE", 1024, _positive_int)
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
@@ -73,9 +77,15 @@ class Config:
         value = _check_int("cache_size", value)
         with self._lock:
             self._cache_size = value
-        from ._cache import evict_to_size
+            watchers = list(self._on_cache_size)
+        for fn in watchers:
+            fn(value)
 
-        evict_to_size()
+    def on_cache_size(self, fn: Callable[[int], None]) -> None:
+        """Calls ``fn(new_size)`` whenever ``cache_size`` is set (the cache
+        shrinks itself at once)."""
+        with self._lock:
+            self._on_cache_size.append(fn)
 
     @property
     def explain_misses(self) -> bool:
@@ -139,7 +149,6 @@ class Config:
 def _use_jax_cache(directory: str) -> None:
     """Points JAX's persistent compilation cache at ``directory``, caching
     every compile, unless the user configured that cache already."""
-    import jax
 
     if jax.config.jax_compilation_cache_dir is not None:
         return

@@ -21,14 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import _DEFAULT_OPTIONS, StableJitted
-from ._patch import LAX
+from ._markers import sentinel
+from ._originals import LAX
+from ._runtime.jitted import StableJitted
+from ._runtime.options import DEFAULT_OPTIONS
 
 
 def _run(runner: Callable, *static: Any) -> StableJitted:
     """``runner`` with ``static`` (functions and Python values) bound in: the
     cache key is theirs; the arguments of the call are the dynamic ones."""
-    return StableJitted(functools.partial(runner, *static), _DEFAULT_OPTIONS)
+    return StableJitted(functools.partial(runner, *static), DEFAULT_OPTIONS)
 
 
 # The runners: each calls the real lax function (not a patched one), with the
@@ -80,7 +82,7 @@ for _runner, _name in (
     (_switch, "switch"),
     (_map, "map"),
 ):
-    _runner.stablejit_name = _name  # how messages name the loop (see _describe)
+    _runner.stablejit_name = _name  # how messages name the loop (see the diagnostics' describe)
 
 
 def _static_int(v) -> bool:
@@ -169,7 +171,7 @@ def scan(
     return _run(_scan, f, length, reverse, unroll, _split_transpose)(init, xs)
 
 
-_NO_OPERAND = object()
+_NO_OPERAND = sentinel("no operand")
 """Default of ``operand=``, which ``jax.lax`` keeps for an older calling convention."""
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _cache, _describe, _stats
-from ._jit import StableJitted
+from ._diagnostics import describe as _describe
+from ._diagnostics import stats as _stats
+from ._registry import clear_all
+from ._runtime import cache as _cache
+from ._runtime.jitted import StableJitted
 
 
 def _wrapped(fn, what: str) -> StableJitted:
@@ -29,13 +32,13 @@ def cache_info(fn: StableJitted | None = None) -> _stats.CacheInfo:
 
     Example:
         >>> import jax.numpy as jnp, stablejit
-        >>> f = stablejit.stable_jit(lambda x: x + 1)
+        >>> f = stablejit.stable_jit(lambda x: x - 1)
         >>> _ = f(jnp.ones(2)); _ = f(jnp.ones(2))
         >>> stablejit.cache_info(f).hits
         1
     """
     if fn is None:
-        return _stats.cache_info()
+        return _stats.cache_info(_cache.live_entries())
     return _wrapped(fn, "cache_info").cache_info()
 
 
@@ -65,7 +68,7 @@ def clear_cache() -> None:
         >>> import stablejit
         >>> stablejit.clear_cache()
     """
-    _cache.clear()
+    clear_all()
 
 
 def describe(fn: Any) -> _describe.Description:
@@ -90,4 +93,4 @@ def describe(fn: Any) -> _describe.Description:
         >>> stablejit.describe(f).lifted
         [("global 'w'", 'float32[3,4]')]
     """
-    return _describe.describe(fn._fun if isinstance(fn, StableJitted) else fn)
+    return _describe.describe(fn.__wrapped__ if isinstance(fn, StableJitted) else fn)

@@ -2,8 +2,8 @@
 
 For code we cannot edit (HuggingFace generation, optax linesearches) that
 looks these functions up at call time (``jax.jit(...)``, ``lax.while_loop(...)``).
-The originals are captured here at import, before any patching, and
-stablejit itself always calls those.
+The originals are captured at import, before any patching (see
+:mod:`._originals`), and stablejit itself always calls those.
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ import threading
 import jax
 from jax import lax
 
-JIT = jax.jit
-"""The real ``jax.jit``, whatever patch mode has done to ``jax.jit``."""
-
-LAX_NAMES = ("while_loop", "fori_loop", "scan", "cond", "switch", "map")
-LAX = {name: getattr(lax, name) for name in LAX_NAMES}
-"""The real ``jax.lax`` control-flow functions."""
+from . import _loops
+from ._originals import JIT, LAX, LAX_NAMES
+from ._runtime.api import stable_jit
 
 _LOCK = threading.Lock()
 _DEPTH = 0
@@ -46,9 +43,6 @@ class patch:  # noqa: N801 - a function to call, which also works as a context m
 
     def __init__(self):
         global _DEPTH
-        from . import _loops
-        from ._jit import stable_jit
-
         with _LOCK:
             _DEPTH += 1
             if _DEPTH == 1:

@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-from ._idref import IdRef
-from ._kinds import (
-    _IDENTITY_REF,
-    _VALUE,
-    Kind,
-    _is_pytree_node,
-    _Pytree,
-    register_user_kind,
-)
+from ._fingerprint.classify import IDENTITY_REF, VALUE, register_user_kind
+from ._fingerprint.containers import Pytree, is_pytree_node
+from ._fingerprint.kind import Kind
+from ._markers import IdRef
 
 
 class _KeyFunction(Kind):
@@ -37,9 +32,9 @@ class _KeyFunction(Kind):
         return (self.cls, k)
 
 
-class _DeclaredPytree(_Pytree):
+class _DeclaredPytree(Pytree):
     def key(self, w, v):
-        if not _is_pytree_node(type(v), v):
+        if not is_pytree_node(type(v), v):
             raise TypeError(
                 f"{type(v).__qualname__} was registered with stablejit as a pytree, "
                 "but jax.tree_util does not know it: register it there too"
@@ -47,7 +42,7 @@ class _DeclaredPytree(_Pytree):
         return super().key(w, v)
 
 
-_BY = {"identity": _IDENTITY_REF, "value": _VALUE, "pytree": _DeclaredPytree(), "state": None}
+_BY = {"identity": IDENTITY_REF, "value": VALUE, "pytree": _DeclaredPytree(), "state": None}
 
 
 def register_type(

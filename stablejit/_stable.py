@@ -16,9 +16,10 @@ from typing import Any
 
 import jax
 
-from ._fingerprint import KeyWalker, Lift, fingerprint, rebuild
-from ._kinds import _ARRAY_BASES, _LEAF, Kind, _keys, register_kind
-from ._statics import Box
+from ._fingerprint.kind import LEAF_KIND, Kind, keys, register_kind
+from ._fingerprint.walk import Lift, fingerprint, rebuild
+from ._registry import Memo
+from ._runtime.options import lift_option
 
 
 class _Hole:
@@ -32,7 +33,7 @@ class _Hole:
 
 
 _HOLE = _Hole()
-register_kind(_Hole, _LEAF)
+register_kind(_Hole, LEAF_KIND)
 
 
 class _Static:
@@ -60,10 +61,9 @@ class _Static:
         return f"<structure of {getattr(self.skeleton, '__qualname__', self.skeleton)!r}>"
 
 
-_STATICS: dict = {}
+_STATICS = Memo(256)
 """Structure → its static part, so that a function rebuilt per call does not
 rebuild its skeleton per call (see :func:`stable`)."""
-_MAX_STATICS = 256
 
 
 class StableFunction:
@@ -91,9 +91,7 @@ class StableFunction:
         static = _STATICS.get(key)
         if static is None:
             skeleton = rebuild(fn, [_HOLE] * len(leaves), lift)
-            static = _STATICS[key] = _Static(key, skeleton, lift)
-            if len(_STATICS) > _MAX_STATICS:
-                _STATICS.pop(next(iter(_STATICS)), None)
+            static = _STATICS.put(key, _Static(key, skeleton, lift))
         return cls(static, leaves, fn)
 
     def __call__(self, *args, **kwargs):
@@ -126,7 +124,7 @@ class _StableFunctionKind(Kind):
     name = "stable function"
 
     def key(self, w, f):
-        return (StableFunction, f._static, _keys(w, f._leaves))
+        return (StableFunction, f._static, keys(w, f._leaves))
 
     def rebuild(self, r, f, i):
         walk = r.walk
@@ -178,128 +176,4 @@ def stable(fn: Callable, *, lift_scalars: bool | Iterable[str] = False) -> Stabl
         return fn
     if not callable(fn):
         raise TypeError(f"stable expects a callable, got {type(fn).__name__}: {fn!r}")
-    from ._jit import _lift_option
-
-    return StableFunction.of(fn, _lift_option(lift_scalars))
-
-
-# ------------------------------------------------ arguments keyed by structure
-#
-# jax.jit compares a pytree argument's auxiliary data with ``==``: a training
-# state whose ``apply_fn`` or ``tx`` (static fields) is a fresh closure each
-# epoch retraces each epoch. An entry that retraced with such an argument
-# passes its arguments as _ArgTrees from then on: the same leaves, and
-# auxiliary data compared by fingerprint.
-
-
-class _ArgStatic:
-    """An argument's tree structure, equal when the fingerprints of every
-    node's auxiliary data are. Keeps the first treedef seen, to unflatten."""
-
-    __slots__ = ("key", "treedef", "_hash")
-
-    def __init__(self, key, treedef):
-        self.key = key
-        self.treedef = treedef
-        self._hash = hash(key)
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        return type(other) is _ArgStatic and (self is other or self.key == other.key)
-
-
-class _ArgTree:
-    __slots__ = ("static", "leaves")
-
-    def __init__(self, static: _ArgStatic, leaves):
-        self.static = static
-        self.leaves = leaves
-
-
-jax.tree_util.register_pytree_node(
-    _ArgTree, lambda t: (t.leaves, t.static), lambda static, leaves: _ArgTree(static, leaves)
-)
-
-
-def _structure_key(treedef) -> tuple | None:
-    """Each node's type, fingerprinted auxiliary data and arity, in order;
-    None if auxiliary data holds arrays (they would have to be lifted)."""
-    w = KeyWalker()
-    out = []
-    todo = [treedef]
-    while todo:
-        td = todo.pop()
-        data = td.node_data()
-        if data is None:
-            out.append(None)
-            continue
-        kids = td.children()
-        out.append((data[0], w.walk(data[1]), len(kids)))
-        todo.extend(reversed(kids))
-    return None if w.leaves else tuple(out)
-
-
-_PASSED_AS_IS = frozenset({int, float, bool, complex, type(None), Box})
-
-
-def _as_tree(a):
-    t = type(a)
-    if t in _PASSED_AS_IS or issubclass(t, _ARRAY_BASES):
-        return a
-    leaves, treedef = jax.tree_util.tree_flatten(a)
-    key = _structure_key(treedef)
-    if key is None:
-        return a
-    static = _STATICS.get(key)
-    if static is None:
-        static = _STATICS[key] = _ArgStatic(key, treedef)
-        if len(_STATICS) > _MAX_STATICS:
-            _STATICS.pop(next(iter(_STATICS)), None)
-    return _ArgTree(static, leaves)
-
-
-def by_structure(jitted: Callable, n_leaves: int) -> Callable:
-    """``jitted``, called with its arguments (after ``n_leaves`` lifted
-    leaves) compared by structure."""
-
-    def ready(*args, **kwargs):
-        args = args[:n_leaves] + tuple([_as_tree(a) for a in args[n_leaves:]])
-        if kwargs:
-            kwargs = {k: _as_tree(v) for k, v in kwargs.items()}
-        return jitted(*args, **kwargs)
-
-    return ready
-
-
-def _value(a):
-    return a.static.treedef.unflatten(a.leaves) if type(a) is _ArgTree else a
-
-
-def unwrap(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """At trace time: the arguments :func:`by_structure` wrapped, unwrapped."""
-    args = tuple([_value(a) for a in args])
-    if kwargs:
-        kwargs = {k: _value(v) for k, v in kwargs.items()}
-    return args, kwargs
-
-
-def aux_holds_callables(tree) -> bool:
-    """Whether a pytree node of ``tree`` holds a callable in its auxiliary
-    data (directly, or in a tuple or dict there)."""
-    todo = [jax.tree_util.tree_structure(tree)]
-    while todo:
-        td = todo.pop()
-        data = td.node_data()
-        if data is not None:
-            aux = data[1]
-            parts = (
-                aux.values() if isinstance(aux, dict) else aux if isinstance(aux, tuple) else [aux]
-            )
-            for p in parts:
-                items = p if isinstance(p, tuple) else (p,)
-                if any(callable(x) and not isinstance(x, type) for x in items):
-                    return True
-        todo.extend(td.children())
-    return False
+    return StableFunction.of(fn, lift_option(lift_scalars))

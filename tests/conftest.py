@@ -2,7 +2,6 @@ import jax
 import pytest
 
 import stablejit
-from stablejit import _cache
 
 # Scripts run as subprocesses by test_sharding.py and test_persistent.py (they need their own JAX
 # start-up): not test modules, and not to be imported by --doctest-modules.
@@ -12,12 +11,12 @@ collect_ignore = ["_sharding", "_persistent"]
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Each test starts from an empty stablejit cache and default config."""
-    _cache.clear()
+    stablejit.clear_cache()
     size = stablejit.config.cache_size
     yield
     stablejit.config.cache_size = size
     stablejit.config._persistent_dir = None
-    _cache.clear()
+    stablejit.clear_cache()
 
 
 class Traces:
@@ -33,6 +32,13 @@ class Traces:
 @pytest.fixture
 def traces():
     return Traces()
+
+
+@pytest.fixture
+def limit():
+    old = (stablejit.config.recompile_limit, stablejit.config.on_recompile_limit)
+    yield stablejit.config
+    stablejit.config.recompile_limit, stablejit.config.on_recompile_limit = old
 
 
 jax.config.update("jax_enable_x64", False)

@@ -1,4 +1,4 @@
-"""The cache: bounded, thread-safe, holding no user arrays, stable under trace counters."""
+"""The cache: bounded, thread-safe, holding no user arrays."""
 
 import functools
 import gc
@@ -9,88 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import stablejit
-from stablejit import _cache, stable_jit
-
-TRACE_LOG = []
-GLOBAL = {"count": 0}
-
-
-def _scaled(k):
-    def inner(x):
-        TRACE_LOG.append(k)
-        return x * k
-
-    return stable_jit(inner)
-
-
-def test_global_trace_counter_list_does_not_cause_retraces():
-    TRACE_LOG.clear()
-    for k in [2, 2, 3, 2, 3, 3, 2]:
-        np.testing.assert_array_equal(_scaled(k)(jnp.ones(2)), [k, k])
-    assert TRACE_LOG == [2, 3]
-
-
-def test_numpyro_style_global_counter_dict():
-    GLOBAL["count"] = 0
-
-    def make(k):
-        def inner(x):
-            GLOBAL["count"] += 1
-            return x + k
-
-        return stable_jit(inner)
-
-    for k in [1, 1, 2, 1, 2]:
-        np.testing.assert_array_equal(make(k)(jnp.zeros(1)), [k])
-    assert GLOBAL["count"] == 2
-
-
-def test_nonlocal_trace_counter():
-    def make(k):
-        n = 0
-
-        def inner(x):
-            nonlocal n
-            n += 1
-            return x + k
-
-        return stable_jit(inner), lambda: n
-
-    f, count = make(1)
-    for _ in range(3):
-        f(jnp.zeros(1))
-    assert count() == 1
-
-
-def test_closed_over_trace_list_in_a_factory():
-    seen = []
-
-    def make(k):
-        def inner(x):
-            seen.append(k)
-            return x * k
-
-        return stable_jit(inner)
-
-    for k in [1, 2, 1, 2, 2]:
-        make(k)(jnp.ones(1))
-    assert seen == [1, 2]
-
-
-def test_other_state_stays_keyed_after_a_counter_became_a_side_channel():
-    cfg = {"calls": 0, "scale": 2}
-
-    def f(x):
-        cfg["calls"] += 1
-        return x * cfg["scale"]
-
-    g = stable_jit(f)
-    np.testing.assert_array_equal(g(jnp.ones(1)), [2.0])
-    np.testing.assert_array_equal(g(jnp.ones(1)), [2.0])
-    assert cfg["calls"] == 1
-    cfg["scale"] = 5
-    np.testing.assert_array_equal(g(jnp.ones(1)), [5.0])
-    assert cfg["calls"] == 2
+from stablejit import stable_jit
+from stablejit._runtime import cache as _cache
 
 
 def test_concurrent_first_calls_trace_once():

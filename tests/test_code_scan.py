@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from stablejit import _code
+from stablejit._fingerprint import code as _code
 
 _GLOBAL_LOADS = {"LOAD_GLOBAL", "LOAD_NAME"}
 _ATTR_LOADS = {"LOAD_ATTR", "LOAD_METHOD"}
@@ -65,7 +65,14 @@ def _codes(obj, seen):
 
 @pytest.mark.parametrize(
     "module",
-    ["json.decoder", "argparse", "dataclasses", "inspect", "jax._src.pjit", "stablejit._kinds"],
+    [
+        "json.decoder",
+        "argparse",
+        "dataclasses",
+        "inspect",
+        "jax._src.pjit",
+        "stablejit._fingerprint.classify",
+    ],
 )
 def test_scan_agrees_with_dis_on_real_modules(module):
     mod = importlib.import_module(module)

@@ -76,19 +76,3 @@ def test_a_tracer_of_an_enclosing_transformation_used_concretely_still_raises():
 
     with pytest.raises(jax.errors.TracerBoolConversionError):
         jax.jit(outer)(jnp.array([True]))
-
-
-def test_the_fast_path_never_serves_a_baked_variant():
-    # A closure over arrays alone is what the per-code fast path re-checks by
-    # type: a baked array must be re-checked by contents instead.
-    def make(mask):
-        def f(x):
-            return x * 2.0 if mask.any() else x
-
-        return stable_jit(f)
-
-    mask, x = np.array([False]), jnp.ones(1)
-    for _ in range(3):
-        np.testing.assert_array_equal(make(mask)(x), [1.0])
-    mask[0] = True
-    np.testing.assert_array_equal(make(mask)(x), [2.0])

@@ -14,7 +14,7 @@ of distinct static configurations seen.
 
     pytest tests/test_fuzz.py                            # CI profile, ~1 minute
     STABLEJIT_FUZZ=long pytest tests/test_fuzz.py -q -s  # long profile; writes
-                                                         # benchmarks/results/fuzz-long-all.json
+                                                         # tests/results/fuzz-long-all.json
     (or one part per process: -k random, -k fast, or -k "fast and nested", with STABLEJIT_FUZZ_PART set)
 """
 
@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from jax import lax
 
 import stablejit
-from stablejit import _cache, stable_jit
+from stablejit import stable_jit
 
 PROFILE = os.environ.get("STABLEJIT_FUZZ", "ci")
 settings.register_profile(
@@ -304,8 +304,8 @@ def _write_totals() -> None:
     # what it checked.
     if PROFILE == "long":
         shard = os.environ.get("STABLEJIT_FUZZ_PART", "all")
-        out = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-        out = out / f"fuzz-long-{shard}.json"
+        out = Path(__file__).resolve().parent / "results" / f"fuzz-long-{shard}.json"
+        out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps({"profile": PROFILE, "part": shard, **TOTALS}, indent=2) + "\n")
 
 
@@ -345,7 +345,7 @@ def test_fast_path_programs_match_eager_and_trace_once_per_configuration(program
 
 
 def _run(prog: Program, new_values, steps: int, data) -> None:
-    _cache.clear()
+    stablejit.clear_cache()
     seen: set = set()
     TOTALS["programs"] += 1
     for step in range(steps):

@@ -89,8 +89,8 @@ def test_stable_jit_of_generate_follows_a_params_swap_where_jax_jit_goes_stale(m
 def test_generation_config_is_keyed_by_whether_it_was_edited_not_by_its_stored_hash():
     # transformers stores hash(config) (PYTHONHASHSEED-dependent) to notice
     # edits later; a key holding that number would differ in every process.
-    from stablejit._fingerprint import KeyWalker
-    from stablejit._persist import _spell
+    from stablejit._fingerprint.walk import KeyWalker
+    from stablejit._runtime.persist import _spell
 
     def config(stored_offset):
         c = transformers.GenerationConfig(max_length=7)

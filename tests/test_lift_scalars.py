@@ -168,72 +168,7 @@ def test_an_optax_learning_rate_changed_per_epoch_compiles_once(traces, make):
     assert n == 1
 
 
-# The fast path (re-checking a redefined closure by identity) under
-# lift_scalars=True: lifted numbers are re-checked by type and passed on.
-
 _TRACED: list = []
-
-
-def _record(f):
-    from stablejit._code import code_info
-
-    return code_info(f.__code__).fast[0]
-
-
-def _adam_like(lr, b1, n):
-    def scale(g):
-        return g * lr
-
-    def moment(g):
-        return g * b1 + n
-
-    def update(g):
-        _TRACED.append(1)
-        return moment(scale(g))
-
-    return update
-
-
-def test_fast_path_under_lift_scalars_passes_new_floats_without_retracing():
-    n0 = len(_TRACED)
-    x = jnp.arange(3.0)
-    for lr, b1 in [(0.1, 0.9), (0.2, 0.8), (0.3, 0.7), (-0.0, 0.5), (0.5, 1e-8)]:
-        f = _adam_like(lr, b1, 2)
-        np.testing.assert_allclose(stable_jit(f, lift_scalars=True)(x), x * lr * b1 + 2, rtol=1e-6)
-    assert len(_TRACED) - n0 == 1
-    record = _record(f)
-    assert record is not None and record.lift is True
-    # An int is static under lift_scalars=True, and a complex is not a float.
-    np.testing.assert_allclose(stable_jit(_adam_like(0.5, 0.5, 3), lift_scalars=True)(x), x / 4 + 3)
-    assert len(_TRACED) - n0 == 2
-    out = stable_jit(_adam_like(0.5, 0.5 + 0j, 3), lift_scalars=True)(x)
-    np.testing.assert_allclose(out, x / 4 + 3)
-    assert len(_TRACED) - n0 == 3
-
-
-def test_fast_path_records_of_one_lift_mode_do_not_serve_the_other():
-    n0 = len(_TRACED)
-    x = jnp.ones(2)
-    for lr in (0.5, 0.25, 0.5, 0.25):
-        np.testing.assert_allclose(stable_jit(_adam_like(lr, 1.0, 0))(x), x * lr)
-        np.testing.assert_allclose(stable_jit(_adam_like(lr, 1.0, 0), lift_scalars=True)(x), x * lr)
-    assert len(_TRACED) - n0 == 3  # two static variants, one lifted
-
-
-def test_float_defaults_under_lift_scalars_are_walked_and_lifted():
-    n0 = len(_TRACED)
-
-    def make(scale):
-        def f(x, s=scale):
-            _TRACED.append(1)
-            return x * s
-
-        return f
-
-    for s in (2.0, 3.0, 4.0):
-        np.testing.assert_allclose(stable_jit(make(s), lift_scalars=True)(jnp.ones(2)), [s, s])
-    assert len(_TRACED) - n0 == 1
-    assert _record(make(1.0)) is None
 
 
 def test_named_int_beyond_int32_stays_static_when_redefined():

@@ -1,14 +1,14 @@
 """Loop wrappers: bodies trace once across fresh closures; results equal lax's."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import params as _params
 from jax import lax
 
 import stablejit
+from stablejit._markers import Sentinel
 
 
 def _greedy(params, n, eos, loop):
@@ -25,11 +25,6 @@ def _greedy(params, n, eos, loop):
         return i + 1, nxt, nxt == eos
 
     return loop(cond_fn, body_fn, (jnp.int32(0), jnp.int32(1), jnp.bool_(False)))
-
-
-def _params(seed):
-    k1, k2 = jax.random.split(jax.random.key(seed))
-    return {"w": jax.random.normal(k1, (8, 8)), "b": jax.random.normal(k2, (8,))}
 
 
 def test_while_loop_traces_once_across_fresh_closures_and_new_params(traces):
@@ -139,46 +134,6 @@ def test_loop_counters_are_per_loop_body():
     assert "stable_jit" in repr(f)
 
 
-def _reference_loop(while_loop, step, s):
-    return while_loop(lambda s: s < 10.0, lambda s: s + step, s)
-
-
-def test_patch_routes_jit_and_lax_loops_and_restores(traces):
-    real_jit, real_while = jax.jit, lax.while_loop
-
-    def generate(p):  # library-style code that looks jax.jit / lax.while_loop up at call time
-        def body(s):
-            traces()
-            return s + p["b"][0]
-
-        return jax.jit(lambda s: lax.while_loop(lambda s: s < 10.0, body, s))(0.0)
-
-    with stablejit.patch():
-        assert jax.jit is stablejit.stable_jit and lax.while_loop is stablejit.while_loop
-        for seed in range(3):
-            p = {"b": jnp.abs(_params(seed)["b"]) + 1.0}
-            want = real_jit(functools.partial(_reference_loop, real_while, p["b"][0]))(0.0)
-            assert float(generate(p)) == float(want)
-    assert jax.jit is real_jit and lax.while_loop is real_while
-    assert traces.n == 1
-
-
-def test_patch_restores_on_exceptions_and_nests():
-    real_jit = jax.jit
-    with pytest.raises(KeyError):
-        with stablejit.patch():
-            raise KeyError("boom")
-    assert jax.jit is real_jit
-    stablejit.patch()
-    with stablejit.patch():
-        pass
-    assert jax.jit is stablejit.stable_jit  # the outer patch() still holds
-    stablejit.unpatch()
-    assert jax.jit is real_jit
-    with pytest.raises(RuntimeError, match="without a matching patch"):
-        stablejit.unpatch()
-
-
 def test_fori_loop_numpy_int_bounds_are_static_so_reverse_differentiable():
     def loss(w):
         return stablejit.fori_loop(np.int32(0), np.int64(3), lambda i, a: a * w, 1.0)
@@ -190,8 +145,9 @@ _LOOPS = ("while_loop", "fori_loop", "scan", "cond", "switch", "map")
 
 
 def _is_sentinel(default) -> bool:
-    # lax's private "not given" markers (``operand=``'s default) are bare objects.
-    return type(default) is object
+    # lax's private "not given" markers (``operand=``'s default) are bare
+    # objects; ours are stablejit's markers.
+    return type(default) is object or type(default) is Sentinel
 
 
 @pytest.mark.parametrize("name", _LOOPS)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import stablejit
-from stablejit import _explain, stable_jit
+from stablejit import stable_jit
+from stablejit._diagnostics import explain as _explain
 
 SCALE = 2.0
 
@@ -25,13 +26,6 @@ def explain(caplog):
     caplog.set_level(logging.WARNING, logger="stablejit")
     yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
     stablejit.config.explain_misses = False
-
-
-@pytest.fixture
-def limit():
-    old = (stablejit.config.recompile_limit, stablejit.config.on_recompile_limit)
-    yield stablejit.config
-    stablejit.config.recompile_limit, stablejit.config.on_recompile_limit = old
 
 
 def _make(k, params=None, n=3):
@@ -246,41 +240,6 @@ def test_config_reads_the_environment(monkeypatch):
         type(stablejit.config)()
 
 
-def test_side_channels_are_described_as_not_keyed():
-    seen = []
-
-    def f(x):
-        seen.append(1)
-        return x
-
-    g = stable_jit(f)
-    g(jnp.ones(1))
-    assert (
-        dict(stablejit.describe(g).static)["closure variable 'seen'"] == "(side channel: not keyed)"
-    )
-
-
-_COUNTED: list = []
-
-
-def test_recompile_limit_leaves_a_trace_counter_out_of_what_changes(limit):
-    limit.recompile_limit, limit.on_recompile_limit = 2, "warn"
-
-    def make(k):
-        def inner(x):
-            _COUNTED.append(1)
-            return x * k
-
-        return stable_jit(inner)
-
-    with pytest.warns(stablejit.RecompileLimitWarning) as record:
-        for k in range(4):
-            np.testing.assert_array_equal(make(float(k))(jnp.ones(1)), [float(k)])
-    msg = str(record[0].message)
-    assert "closure variable 'k' took 3 distinct values" in msg
-    assert "_COUNTED" not in msg
-
-
 def test_recompile_limit_by_default_logs_once_and_never_warns(limit, caplog):
     limit.recompile_limit = 2
     with warnings.catch_warnings():
@@ -365,7 +324,7 @@ def test_distinct_functions_under_jax_grad_are_counted_apart():
 
 
 def test_a_part_reached_only_through_library_closures_is_still_named():
-    from stablejit._describe import HIDDEN, render
+    from stablejit._diagnostics.describe import HIDDEN, render
 
     assert render((f"{HIDDEN}wrap: closure variable 'fun'", "closure variable 'k'")) == (
         "closure variable 'k'"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import stablejit
-from stablejit import _persist
+from stablejit._runtime import persist as _persist
 
 CHILD = Path(__file__).parent / "_persistent" / "child.py"
 
@@ -164,7 +164,7 @@ def test_shapes_devices_meshes_and_shardings_are_spelled_with_their_device_order
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from stablejit import _persist
+    from stablejit._runtime import persist as _persist
 
     mesh = Mesh(np.array(jax.devices()), ("x",))
     sharding = NamedSharding(mesh, PartitionSpec("x"))

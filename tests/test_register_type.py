@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stablejit import register_type, stable_jit
-from stablejit._kinds import register_user_kind
+from stablejit._fingerprint.classify import register_user_kind
 
 
 @pytest.fixture

@@ -311,39 +311,3 @@ def test_arrays_closed_over_in_pytree_metadata_are_lifted_not_baked(traces):
         f = stable_jit(lambda x, s=s: s.fn(x) + s.w)
         np.testing.assert_array_equal(f(jnp.ones(2)), [k + 1] * 2)
     assert traces.n == 1
-
-
-def _decay(steps):
-    """A schedule that rewrites the value it reads while traced, as optax's
-    cosine_decay_schedule does (``nonlocal decay_steps; decay_steps = float(...)``)."""
-
-    def schedule(count):
-        nonlocal steps
-        steps = float(steps)
-        return 1.0 - jnp.minimum(count, steps) / steps
-
-    return schedule
-
-
-def test_closures_whose_traces_rewrite_their_cells_never_share_a_trace():
-    # Each trace turns its cell into a side channel; two such cells held
-    # different values when traced, so keys must tell the cells apart.
-    for steps in (20, 10, 4):
-        f = stable_jit(_decay(steps))
-        for count in range(3):  # later calls key the cell as a side channel
-            np.testing.assert_allclose(f(count), 1.0 - min(count, steps) / steps, rtol=1e-6)
-
-
-def test_lists_a_trace_appended_to_are_told_apart_by_identity():
-    def make(log):
-        def f(x):
-            scale = len(log) + 1.0  # read, then appended to: a side channel
-            log.append(1)
-            return x * scale
-
-        return stable_jit(f)
-
-    first, second = [], [0, 0]
-    np.testing.assert_array_equal(make(first)(jnp.ones(1)), [1.0])
-    np.testing.assert_array_equal(make(second)(jnp.ones(1)), [3.0])
-    np.testing.assert_array_equal(make(second)(jnp.ones(1)), [3.0])  # as traced for it

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import stablejit
-from stablejit import _persist
+from stablejit._runtime import persist as _persist
 
 stablejit.config.persistent_dir = sys.argv[1]
 stablejit.config.explain_misses = True

@@ -14,7 +14,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ._kinds import Kind, _keys, register_kind
+from .._fingerprint.kind import Kind, keys, register_kind
+from .._registry import Memo
 
 
 class Box:
@@ -55,7 +56,7 @@ class _WithStaticsKind(Kind):
         fn = w.walk(s.fn)
         outer, w.static = w.static, True
         try:
-            return (WithStatics, s.labels, fn, _keys(w, s.values))
+            return (WithStatics, s.labels, fn, keys(w, s.values))
         finally:
             w.static = outer
 
@@ -83,7 +84,7 @@ class StaticSlots:
     def __init__(self, nums: tuple[int, ...], names: tuple[str, ...]):
         self.nums = nums
         self.names = names
-        self._memo: dict = {}
+        self._memo = Memo(256)  # (code, type) → resolved slots
 
     def _resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
@@ -104,7 +105,7 @@ class StaticSlots:
                 names = tuple(p.name for i, p in enumerate(params) if p.kind == pk and i in nums)
         out = (nums, frozenset(names))
         if memo_key is not None:
-            self._memo[memo_key] = out
+            self._memo.put(memo_key, out)
         return out
 
     def box(self, fn, args: tuple, kwargs: dict) -> tuple[WithStatics, tuple, dict]:

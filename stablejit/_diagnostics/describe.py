@@ -15,12 +15,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._code import code_info
-from ._kinds import LEAF, MISSING, classify
-from ._sinks import is_sink_key
+from .._fingerprint.classify import classify
+from .._fingerprint.code import code_info
+from .._fingerprint.kind import LEAF, MISSING
+from .._fingerprint.sinks import is_sink_key
+from .._fingerprint.walk import KeyWalker
 
 SIDE_CHANNEL = "(side channel: not keyed)"
-"""Summary of a part the key leaves out (see _sinks)."""
+"""Summary of a part the key leaves out (see the fingerprint's sinks)."""
 
 MAX_ROWS = 2000
 """Parts listed at most (a model's parameter tree can be large)."""
@@ -184,8 +186,6 @@ def callables_in(args) -> list:
 
 def describe(fn: Any) -> Description:
     """Lists what the key of ``fn`` is made of (see :class:`Description`)."""
-    from ._fingerprint import KeyWalker
-
     w = KeyWalker()  # for the side channels the key leaves out
     named = user_function(fn)  # what messages name (see display_name)
     rows: list[Row] = []

@@ -1,7 +1,7 @@
 """The places a value can be held in, for substituting it in place at trace time.
 
 Each is read, written and named the same way whatever holds it; see
-``_fingerprint.Rebuilder.put``.
+``walk.Rebuilder.put``.
 """
 
 from __future__ import annotations

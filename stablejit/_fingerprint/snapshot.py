@@ -1,71 +1,24 @@
-"""Side channels: what a function writes while it is being traced.
+"""What a trace wrote: snapshots of the mutable state a function reaches.
 
-Test suites and libraries count traces by mutating something the traced
-function can see: ``TRACES.append(1)``, ``GLOBAL["count"] += 1``, ``nonlocal
-n; n += 1``. If such state were keyed, every trace would change the key of
-every later call, and variants would retrace forever. So a trace is bracketed
-by a :class:`Snapshot`; the lists, dict items, globals and closure cells it
-changed become *sinks*, which keys name by identity, not contents, from then
-on (see :func:`sink_key`). ``jax.jit`` never re-reads such state either;
-unlike ``jax.jit``, everything else stays keyed.
+A trace is bracketed by a :class:`Snapshot` (see :mod:`.sinks`): what changed
+between its start and :meth:`Snapshot.commit` becomes a side channel.
 """
 
 from __future__ import annotations
 
-import threading
 import types
 
-from ._code import code_info
-from ._idref import IdRef
-
-ALL = None
-"""Sink marker: the whole list or cell is a side channel."""
-
-SINK = type("Sink", (), {"__repr__": lambda self: "<sink>"})()
-"""Marks the key of a value left out because it is a side channel."""
-
-
-def sink_key(obj) -> tuple:
-    """The key of side channel ``obj`` (a list, a cell, a dict with left-out
-    items): which object it is, not what it holds. Two functions whose side
-    channels are different objects may have traced with different values in
-    them (``nonlocal n; n = float(n)`` reads the value it rewrites), so they
-    must not share a key."""
-    return (SINK, IdRef(obj))
-
-
-def is_sink_key(k) -> bool:
-    return type(k) is tuple and len(k) == 2 and k[0] is SINK
-
-
-SINKS: dict[int, tuple[object, frozenset | None]] = {}
-"""id(container) → (container, names left out of keys, or ALL).
-
-Replaced, never mutated, so a walk that reads it once sees one consistent
-version (keys and rebuilds must agree on what they skip).
-"""
-
-_LOCK = threading.Lock()
-
-
-def _add(changes: list[tuple[object, frozenset | None]]) -> None:
-    global SINKS
-    with _LOCK:
-        new = dict(SINKS)
-        for obj, names in changes:
-            old = new.get(id(obj))
-            if old is not None and old[0] is obj:
-                names = ALL if names is ALL or old[1] is ALL else old[1] | names
-            new[id(obj)] = (obj, names)
-        SINKS = new
+from .._markers import IdRef
+from .code import code_info
+from .parts import CELL, GLOBAL, places
+from .sinks import ALL, add
+from .walk import KeyWalker, Visits
 
 
 class Snapshot:
     """The contents of the mutable state reachable from ``fn``, before a trace."""
 
     def __init__(self, fn):
-        from ._fingerprint import KeyWalker, Visits
-
         parts: list[tuple[object, tuple | None]] = []
         current = [None]  # the value being walked: the one a first visit is of
 
@@ -74,8 +27,15 @@ class Snapshot:
             if isinstance(v, (list, dict)):
                 parts.append((v, None))
             elif isinstance(v, types.FunctionType):
-                parts.extend((cell, None) for cell in v.__closure__ or ())
-                parts.append((v.__globals__, code_info(v.__code__).global_names))
+                # Where the function's walk reads (see .parts), sunk or not:
+                # its cells, and the names it reads from its globals.
+                names = []
+                for what, name, holder, _ in places(v, code_info(v.__code__), w):
+                    if what is CELL:
+                        parts.append((holder, None))
+                    elif what is GLOBAL:
+                        names.append(name)
+                parts.append((v.__globals__, tuple(names)))
 
         class _Recorder(KeyWalker):
             __slots__ = ()
@@ -109,7 +69,7 @@ class Snapshot:
             else:
                 changes.append((obj, ALL))
         if changes:
-            _add(changes)
+            add(changes)
         return bool(changes)
 
 

@@ -20,12 +20,14 @@ import functools
 import re
 import threading
 import weakref
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import numpy as np
 import xxhash
 from jax import core
+
+from .._registry import Memo, on_clear
 
 CONCRETE_ERRORS = (
     jax.errors.ConcretizationTypeError,
@@ -36,7 +38,7 @@ CONCRETE_ERRORS = (
 """What JAX raises when a tracer is used where a concrete value is needed."""
 
 LEAF_NAME = "__stablejit_leaf{}__"
-"""How the canonical function names its lifted parameters (see _jit._signature)."""
+"""How the canonical function names its lifted parameters (see the runtime's signature)."""
 _LEAF_NAMED = re.compile(r"__stablejit_leaf(\d+)__")
 
 
@@ -49,7 +51,7 @@ class Baked(NamedTuple):
     """Each baked leaf's shape, dtype and a digest of its bytes."""
 
 
-BAKED: dict[Any, frozenset[int]] = {}
+BAKED = Memo(4096)
 """``(options, function key)`` → the positions to bake in that variant."""
 _LOCK = threading.Lock()
 
@@ -96,14 +98,13 @@ def fall_back(error: BaseException, variants, baked: Baked | None, passed: list)
     new = [full[j] for j in chosen]
     with _LOCK:
         for variant in variants:
-            BAKED[variant] = old | set(new)
+            BAKED.put(variant, old | set(new))
     return new
 
 
-def clear() -> None:
-    with _LOCK:
-        BAKED.clear()
-        _DIGESTS.clear()
+@on_clear
+def _clear() -> None:
+    _DIGESTS.clear()
 
 
 # jax.Arrays are immutable: a digest is kept per array object while it lives.

@@ -2,7 +2,7 @@
 
 :func:`fingerprint` walks everything a callable can see — code, defaults,
 globals it reads, closure cells, bound ``self``, partial arguments — with the
-kinds of :mod:`stablejit._kinds`. Arrays and tracers become *leaves* (inputs
+kinds of :mod:`.classify`. Arrays and tracers become *leaves* (inputs
 of the compiled computation); everything else becomes part of a hashable
 *static key*. Two callables with equal keys trace to the same computation
 given leaves of the same shapes.
@@ -19,9 +19,10 @@ from typing import Any
 
 from jax import core
 
-from . import _bake, _sinks
-from ._kinds import KEYS, TABLE, classify
-from ._slots import Slot
+from . import bake, sinks
+from .classify import classify
+from .kind import KEYS, TABLE
+from .slots import Slot
 
 _LOG = logging.getLogger("stablejit")
 
@@ -46,17 +47,17 @@ class KeyWalker:
     def __init__(self, lift: Lift = None):
         self.leaves: list = []
         self.seen: dict[int, int] = {}
-        # One version of the side channels for the whole walk (see _sinks).
-        self.sinks = _sinks.SINKS
+        # One version of the side channels for the whole walk (see .sinks).
+        self.sinks = sinks.SINKS
         # Which Python numbers are lifted like arrays (see lift_scalars): None,
         # True (every float and complex) or the names of the variables whose
         # numbers are; ``name_ok`` is set while such a variable is walked.
         self.lift = lift
         self.name_ok = False
         # The fast-path record that keyed each function of this walk, by id:
-        # an enclosing function's record re-checks those (see _fastpath).
+        # an enclosing function's record re-checks those (see .fastpath).
         self.records: dict[int, Any] = {}
-        # Set while static arguments are walked (see _statics), which are
+        # Set while static arguments are walked (see the runtime's statics), which are
         # keyed as jax.jit keys them where their class says how.
         self.static = False
 
@@ -323,12 +324,12 @@ def substitute(
     """``fn`` ready to trace with ``leaves`` (tracers) where its arrays are,
     in place (see :class:`Rebuilder`), and the Rebuilder whose ``restore``
     must run once the trace is over (None if nothing was substituted).
-    ``baked``: the walk positions of leaves kept as they are (see _bake)."""
+    ``baked``: the walk positions of leaves kept as they are (see .bake)."""
     if not leaves:
         return fn, None
     plan = Plan(fn, lift)
     if baked:
-        leaves = _bake.merge(baked, plan.leaves, leaves)
+        leaves = bake.merge(baked, plan.leaves, leaves)
     _check(plan, leaves)
     r = Rebuilder(plan, leaves, in_place=True)
     try:

@@ -22,9 +22,9 @@ import warnings
 
 import jax
 
-from ._config import config
-from ._describe import SIDE_CHANNEL, describe, differences, distance, render, structure
-from ._stats import Stats
+from .._config import config
+from .describe import SIDE_CHANNEL, describe, differences, distance, render, structure
+from .stats import Stats
 
 logger = logging.getLogger("stablejit")
 
@@ -113,7 +113,7 @@ def on_new_key(stats: Stats, fn, key) -> bool:
     return stance != "fallback"
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _user_stacklevel() -> int:

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 from jax import monitoring
 
+from .._registry import on_clear
+
 # JAX reports each XLA compilation under this event name (jax/_src/dispatch.py).
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
@@ -77,6 +79,12 @@ class Stats:
         self.values: dict[str, dict[str, None]] = {}  # part → distinct summaries seen
         self.warned = False
 
+    def retire(self, entry, evicted: bool) -> None:
+        """Keeps the counts of an entry of this function that is being dropped."""
+        for field in _COUNTED:
+            self.retired[field] += getattr(entry, field)
+        self.evictions += evicted
+
 
 STATS: dict[Any, Stats] = {}
 _LOCK = threading.Lock()
@@ -90,20 +98,9 @@ def stats_for(tag, name: str, location: str) -> Stats:
         return s
 
 
-def retire(entry, evicted: bool) -> None:
-    """Keeps the counts of an entry that is being dropped."""
-    s = STATS.get(entry.tag)
-    if s is None:
-        return
-    for field in _COUNTED:
-        s.retired[field] += getattr(entry, field)
-    s.evictions += evicted
-
-
-def cache_info(tag=None) -> CacheInfo:
-    """Sums the counters of ``tag`` (every function if None)."""
-    from ._cache import live_entries
-
+def cache_info(live_entries: list, tag=None) -> CacheInfo:
+    """Sums the counters of ``tag`` (every function if None), whose entries
+    now alive are among ``live_entries``."""
     tags = list(STATS) if tag is None else [tag]
     totals = dict.fromkeys(_COUNTED, 0)
     misses = evictions = 0
@@ -115,7 +112,7 @@ def cache_info(tag=None) -> CacheInfo:
         evictions += s.evictions
         for field in _COUNTED:
             totals[field] += s.retired[field]
-    entries = [e for e in live_entries() if tag is None or e.tag == tag]
+    entries = [e for e in live_entries if tag is None or e.tag == tag]
     for e in entries:
         for field in _COUNTED:
             totals[field] += getattr(e, field)
@@ -131,6 +128,7 @@ def cache_info(tag=None) -> CacheInfo:
     )
 
 
+@on_clear
 def forget(tag=None) -> None:
     """Drops the counters of ``tag`` (all if None)."""
     with _LOCK:

@@ -43,11 +43,11 @@ import jax
 import jaxlib
 import numpy as np
 
-from ._code import is_library_file
-from ._config import config
-from ._idref import IdRef
-from ._kinds import LEAF, LIFTED_SCALAR, MISSING
-from ._sinks import SINK
+from .._config import config
+from .._fingerprint.code import is_library_file
+from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF
+from .._fingerprint.sinks import SINK
+from .._markers import IdRef
 
 logger = logging.getLogger("stablejit")
 
@@ -139,6 +139,7 @@ _SENTINELS = {
     id(LIFTED_SCALAR): "lifted",
     id(MISSING): "missing",
     id(SINK): "sink",
+    id(REF): "ref",
 }
 
 

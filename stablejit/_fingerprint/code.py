@@ -19,7 +19,9 @@ from typing import NamedTuple
 
 import xxhash
 
-_GENERATOR_FLAGS = (
+from .._registry import Memo, on_clear
+
+GENERATOR_FLAGS = (
     0x20  # CO_GENERATOR
     | 0x80  # CO_COROUTINE
     | 0x100  # CO_ITERABLE_COROUTINE
@@ -58,31 +60,46 @@ class CodeInfo(NamedTuple):
     deref_stores: frozenset[str]
     """Free variables the code itself assigns (``nonlocal x; x = ...``)."""
     is_generator: bool
+    free_names: tuple[str, ...]
+    """``co_freevars``, which Python 3.11+ builds anew on every read."""
     library: bool
     """Whether the code comes from an installed library (see :func:`is_library_file`)."""
-    fast: list
-    """``[record, failed builds, other records]``: the fingerprint's fast path
-    of functions with this code (see ``_fastpath.FastPath``); it dies with the code object."""
+    fast: FastRecords
+    """The fingerprint's fast-path records of functions with this code (see
+    :mod:`.fastpath`); they die with the code object."""
 
 
-_INFO: dict[int, CodeInfo] = {}
+class FastRecords:
+    """Per code object: the fast path's current record, how many builds
+    failed, and the other records kept (see :mod:`.fastpath`)."""
+
+    __slots__ = ("front", "failures", "others")
+
+    def __init__(self):
+        self.front = None
+        self.failures = 0
+        self.others: tuple = ()
+
+
+INFO: dict[int, CodeInfo] = {}
+"""id(code) → its :class:`CodeInfo`: the hot path reads this directly."""
 _REFS: dict[int, weakref.ref] = {}
 
 
 def code_info(code: types.CodeType) -> CodeInfo:
     """Returns the memoised :class:`CodeInfo` of ``code``."""
-    info = _INFO.get(id(code))
+    info = INFO.get(id(code))
     if info is None:
         info = _analyse(code)
         key = id(code)
         # The callback drops the entry when the code object dies, so a later
         # object reusing the address cannot find a stale entry.
         _REFS[key] = weakref.ref(code, functools.partial(_forget, key))
-        _INFO[key] = info
+        INFO[key] = info
     return info
 
 
-def _forget(key: int, _ref=None, _info=_INFO, _refs=_REFS) -> None:
+def _forget(key: int, _ref=None, _info=INFO, _refs=_REFS) -> None:
     # The dicts are bound here: callbacks of code objects that die at
     # interpreter exit run after this module's globals are cleared.
     _info.pop(key, None)
@@ -101,9 +118,10 @@ def _analyse(code: types.CodeType) -> CodeInfo:
         attr_chains=tuple(c for c in chains if len(c) > 1),
         global_stores=frozenset(global_stores),
         deref_stores=frozenset(deref_stores),
-        is_generator=bool(code.co_flags & _GENERATOR_FLAGS),
+        is_generator=bool(code.co_flags & GENERATOR_FLAGS),
+        free_names=code.co_freevars,
         library=is_library_file(code.co_filename),
-        fast=[None, 0, ()],
+        fast=FastRecords(),
     )
 
 
@@ -208,7 +226,7 @@ _LIBRARY_DIRS = tuple(
         }
     )
 )
-_LIBRARY_FILES: dict[str, bool] = {}
+_LIBRARY_FILES = Memo(1 << 14)  # file name → is_library_file
 
 
 def is_library_file(filename: str) -> bool:
@@ -227,5 +245,12 @@ def is_library_file(filename: str) -> bool:
         else:
             path = os.path.normcase(os.path.realpath(filename))
             lib = any(path.startswith(d + os.sep) for d in _LIBRARY_DIRS)
-        _LIBRARY_FILES[filename] = lib
+        _LIBRARY_FILES.put(filename, lib)
     return lib
+
+
+@on_clear
+def _clear() -> None:
+    # Fast-path records (on each CodeInfo) point at cache entries.
+    INFO.clear()
+    _REFS.clear()

@@ -1,0 +1,147 @@
+"""A/B: this checkout's stablejit against stablejit at a git revision, on the hit path.
+
+    python benchmarks/ab.py --baseline REV [--device gpu] [--rounds N] [--quick]
+
+Imports both side by side in one process (the revision from ``git archive``,
+under another package name) and times them interleaved, round by round, on
+the seed case's redefined closure, every call a cache hit: each call waited
+for (``block_until_ready``, as in ``seed.py``), a loop of calls waited for at
+the end, and the observability case's hit path (explanations off, as
+``observability.py`` times it); and two hits that take the full walk, which
+the seed's fast path skips: a closure over a dict of 100 arrays, and nested
+functions over a dict. Reports per call the median over rounds for
+each, and the ratio current / baseline. Writes
+``benchmarks/results/ab-<backend>.{json,md}``. Not part of ``python -m benchmarks``.
+"""
+
+from __future__ import annotations
+
+import _harness
+
+args = _harness.parse_args(
+    __doc__, rounds=21, quick_rounds=5, extra={"baseline": "git revision to compare with"}
+)
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import jax.numpy as jnp  # noqa: E402
+
+sys.path.insert(0, str(_harness.ROOT))  # this checkout's stablejit, ahead of any installed one
+import stablejit  # noqa: E402
+
+N = 2000  # hits per round and variant
+CASES = {
+    "each_call_waited": "hit, each call waited for",
+    "loop_waited_at_end": "hits in a loop, waited for at the end",
+    "observability_explain_off": "observability hit path, explain off",
+    "full_walk_dict": "full walk: closure over a dict of 100 arrays",
+    "full_walk_nested": "full walk: nested functions over a dict",
+}
+
+
+def _dict_outer(stable_jit):
+    params = {f"w{i}": jnp.ones(8) for i in range(100)}
+
+    def outer(x):
+        def inner(x):
+            return x + params["w0"]
+
+        return stable_jit(inner)(x)
+
+    return outer
+
+
+def _nested_outer(stable_jit):
+    cfg = {"scale": 2.0, "shift": 1.0}
+
+    def outer(x):
+        def helper(y):
+            return y * cfg["scale"]
+
+        def inner(x):
+            return helper(x) + cfg["shift"]
+
+        return stable_jit(inner)(x)
+
+    return outer
+
+
+def _git(*cmd: str) -> str:
+    return subprocess.run(
+        ["git", *cmd], cwd=_harness.ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _loop(outer, a):
+    def run():
+        for _ in range(N):
+            out = outer(a)
+        out.block_until_ready()
+
+    return run, 1
+
+
+def main():
+    if not args.baseline:
+        raise SystemExit("--baseline REV is required")
+    rev = args.baseline
+    baseline_sha = _git("rev-parse", "--short", rev + "^{commit}")
+    dirty = _git("status", "--porcelain", "--", "stablejit")
+    current_label = _git("rev-parse", "--short", "HEAD") + (" + uncommitted" if dirty else "")
+    mods = {"baseline": _harness.import_copy(rev, "stablejit_baseline"), "current": stablejit}
+    a = jnp.arange(8.0)
+    variants = {}
+    for which, mod in mods.items():
+        outer = _harness.nested_outer(mod.stable_jit)
+        assert (outer(a) == a * 2).all()  # warm up; also checks the result
+        variants[f"each_call_waited @ {which}"] = (lambda f=outer: f(a).block_until_ready(), N)
+        variants[f"loop_waited_at_end @ {which}"] = _loop(outer, a)
+        variants[f"observability_explain_off @ {which}"] = _harness.hit_batch(
+            outer, a, N, mod.config
+        )
+        for case, make in (("full_walk_dict", _dict_outer), ("full_walk_nested", _nested_outer)):
+            walked = make(mod.stable_jit)
+            walked(a).block_until_ready()  # warm up
+            variants[f"{case} @ {which}"] = _loop(walked, a)
+    timings = _harness.interleaved(variants, args.rounds)
+    # A round runs N hits of each variant, in one timed call or N.
+    t = {
+        case: {
+            w: timings[f"{case} @ {w}"]["median_s"] * variants[f"{case} @ {w}"][1] / N for w in mods
+        }
+        for case in CASES
+    }
+    ratios = {case: t[case]["current"] / t[case]["baseline"] for case in CASES}
+    fmt = _harness.fmt_time
+    rows = [
+        f"Per call, median over {args.rounds} interleaved rounds of {N} hits per variant.",
+        "",
+        f"| case | baseline `{rev}` ({baseline_sha}) | current ({current_label}) "
+        "| current / baseline |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| {title} | {fmt(t[c]['baseline'])} | {fmt(t[c]['current'])} | **{ratios[c]:.3f}×** |"
+            for c, title in CASES.items()
+        ),
+    ]
+    _harness.write(
+        "ab",
+        args.out,
+        {
+            "benchmark": "ab",
+            "environment": _harness.environment(),
+            "baseline": {"rev": rev, "commit": baseline_sha},
+            "current": current_label,
+            "rounds": args.rounds,
+            "hits_per_round": N,
+            "per_call_median_s": t,
+            "timings": timings,
+            "ratios": {f"{c}_current_over_baseline": r for c, r in ratios.items()},
+        },
+        "\n".join(rows),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""Callable → (static key, dynamic leaves), and back again at trace time.
+
+One idea per file, bottom to top:
+
+- ``code.py``: per code object, a structural digest and what it reads and writes.
+- ``slots.py``: the places a value can be written to in place (items, attributes, cells, globals).
+- ``sinks.py``: side channels, keyed by which object they are.
+- ``kind.py``: the ``Kind`` protocol, the key markers and the table of kinds.
+- ``parts.py``: a function's children in the one order every walk follows.
+- ``fastpath.py``: a redefined function's last key, re-checked by identity (records and slots).
+- ``values.py``, ``objects.py``, ``containers.py``, ``callables.py``: the kinds, by family.
+- ``classify.py``: which kind a value is (the table filled, user and library kinds).
+- ``bake.py``: arrays a trace needs concretely, keyed by contents and baked in.
+- ``walk.py``: the key walk, the rebuild plan, in-place substitution at trace time.
+- ``snapshot.py``: what a trace wrote, made a side channel.
+"""

@@ -1,0 +1,234 @@
+"""Kinds of containers: tuples, lists, dicts, sets and registered pytree nodes.
+
+Mutable containers (lists, dicts) are substituted in place at trace time;
+tuples and pytree nodes are copied around their substitutes.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import jax
+
+from .fastpath import TupleSlot, slot_of
+from .kind import NO_SLOT, Kind, keys
+from .objects import not_a_pytree
+from .sinks import sink_key, sink_of
+from .slots import ITEM
+
+
+class Set(Kind):
+    name = "set"
+
+    def key(self, w, v):
+        # Elements are hashable, so they hold no arrays and need no rebuild.
+        return (type(v), frozenset([w.walk(x) for x in v]))
+
+
+def _indexed(w, v):
+    return [(f"[{i}]", x) for i, x in enumerate(v)]
+
+
+class Tuple(Kind):
+    name = "tuple"
+    children = staticmethod(_indexed)
+
+    def key(self, w, v):
+        return (tuple, keys(w, v))
+
+    def rebuild(self, r, v, i):
+        walk = r.walk
+        return tuple([walk(x) for x in v])
+
+    def slot(self, v, k, records):
+        return items_slot(v, k[1], records)
+
+
+class List(Kind):
+    name = "list"
+    cyclic = True
+
+    def children(self, w, v):
+        return [] if sink_of(w, v) is not False else _indexed(w, v)
+
+    def key(self, w, v):
+        if sink_of(w, v) is not False:
+            return sink_key(v)  # so never rebuilt: the traced function appends to the original
+        ref = w.enter(v)
+        if ref is not None:
+            return ref
+        return (list, keys(w, v))
+
+    def rebuild(self, r, v, i):
+        walk = r.walk
+        if r.in_place:
+            r.memo[id(v)] = v
+            for k, x in enumerate(list.copy(v)):
+                nx = walk(x)
+                if nx is not x:
+                    r.put(ITEM, v, k, nx)
+            return v
+        new = r.memo[id(v)] = []
+        new.extend([walk(x) for x in v])
+        return new
+
+
+class Dict(Kind):
+    """Dicts, in insertion order (code iterating over one sees that order):
+    all keys, then all values."""
+
+    name = "dict"
+    cyclic = True
+
+    def children(self, w, v):
+        skip = sink_of(w, v) or ()
+        return [(f"[{k!r}]", x) for k, x in v.items() if k not in skip]
+
+    def key(self, w, v):
+        # w.enter(v), inlined: parameter trees are dicts all the way down.
+        seen = w.seen
+        ref = seen.get(id(v))
+        if ref is not None:
+            return ("ref", ref)
+        seen[id(v)] = len(seen)
+        skip = sink_of(w, v)
+        if skip:
+            kept = [k for k in v if k not in skip]
+            return (dict, sink_key(v), keys(w, kept), keys(w, [v[k] for k in kept]))
+        return (dict, keys(w, v), keys(w, v.values()))
+
+    def rebuild(self, r, v, i):
+        walk = r.walk
+        skip = sink_of(r, v)
+        kept = [k for k in v if not (skip and k in skip)]
+        for k in kept:
+            walk(k)
+        if r.in_place:
+            r.memo[id(v)] = v
+            for k in kept:
+                x = dict.__getitem__(v, k)
+                nx = walk(x)
+                if nx is not x:
+                    r.put(ITEM, v, k, nx)
+            return v
+        new = r.memo[id(v)] = {}
+        rebuilt = {k: walk(v[k]) for k in kept}
+        for k, x in v.items():  # side channels keep their place and object
+            new[k] = rebuilt.get(k, x)
+        return new
+
+
+def _with_node_data(treedef, node_type, aux, v):
+    """``treedef`` (one node over leaves) with its metadata replaced."""
+    make = getattr(treedef, "from_node_data_and_children", None)
+    if make is None:
+        raise TypeError(
+            f"stablejit cannot lift the arrays held in the static (metadata) fields of "
+            f"a {type(v).__qualname__} pytree with this JAX version ({jax.__version__}); "
+            "upgrade JAX or make those fields pytree children."
+        )
+    from jax._src.tree_util import default_registry
+
+    return make(default_registry, (node_type, aux), treedef.children())
+
+
+def flatten_one_level(v):
+    children, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda x: x is not v)
+    return children, treedef
+
+
+class _Unflattenable(Exception):
+    """A registered pytree node whose flattening raises for this value."""
+
+
+def _flatten_or_fall_back(v):
+    try:
+        return flatten_one_level(v)
+    except Exception as e:  # noqa: BLE001 - the library's flatten may raise anything
+        raise _Unflattenable from e
+
+
+class Pytree(Kind):
+    """Registered pytree nodes (NamedTuples, dataclass pytrees, modules).
+
+    The node's auxiliary data is walked like any value rather than compared
+    with ``==``, so callables held there (a ``TrainState.apply_fn``) are keyed
+    by structure, not identity.
+
+    A node that cannot be flattened (a ``defaultdict`` whose keys do not sort,
+    which JAX's flatten sorts) is keyed as if it were not a pytree, as
+    ``jax.jit`` never flattens what a function closes over.
+    """
+
+    name = "pytree"
+
+    def key(self, w, v):
+        try:
+            children, treedef = _flatten_or_fall_back(v)
+        except _Unflattenable:
+            return not_a_pytree(v).key(w, v)
+        node_type, aux = treedef.node_data()
+        return (node_type, w.walk(aux), keys(w, children))
+
+    def rebuild(self, r, v, i):
+        try:
+            children, treedef = _flatten_or_fall_back(v)
+        except _Unflattenable:
+            return not_a_pytree(v).rebuild(r, v, i)
+        walk = r.walk
+        node_type, aux = treedef.node_data()
+        new_aux = walk(aux)
+        if new_aux is not aux:  # the metadata holds lifted arrays (a closure over one)
+            treedef = _with_node_data(treedef, node_type, new_aux, v)
+        new = treedef.unflatten([walk(c) for c in children])
+        r.copied(
+            enumerate(flatten_one_level(new)[0]),
+            lambda k: flatten_one_level(new)[0][k],
+            lambda k: f"child {k} of a {type(v).__qualname__}",
+        )
+        return new
+
+    def children(self, w, v):
+        tu = jax.tree_util
+        try:
+            pairs, treedef = tu.tree_flatten_with_path(v, is_leaf=lambda x: x is not v)
+        except Exception:  # noqa: BLE001 - as in key()
+            return not_a_pytree(v).children(w, v)
+        aux = treedef.node_data()[1]
+        static = [] if aux is None else [(" (static fields)", aux)]
+        return static + [(tu.keystr(path), x) for path, x in pairs]
+
+    def node_token(self, v):
+        try:
+            return _flatten_or_fall_back(v)[1].node_data()[0]
+        except _Unflattenable:
+            return not_a_pytree(v).node_token(v)
+
+    def slot(self, v, k, records):
+        # A NamedTuple (optax's states and transforms) as a tuple of its items.
+        return items_slot(v, k[2], records) if _is_namedtuple(v) else NO_SLOT
+
+
+def is_pytree_node(cls, v) -> bool:
+    try:
+        children, treedef = flatten_one_level(v)
+    except Exception:  # noqa: BLE001 - a failing flatten means "not a usable node"
+        return False
+    return not (
+        treedef.num_nodes == 1 and treedef.num_leaves == 1 and children and children[0] is v
+    )
+
+
+def _is_namedtuple(v) -> bool:
+    """A NamedTuple as jax.tree_util flattens one: its items, no metadata."""
+    if not (isinstance(v, tuple) and hasattr(type(v), "_fields")):
+        return False
+    children, treedef = flatten_one_level(v)
+    same = len(children) == len(v) and all(map(operator.is_, children, v))
+    return same and treedef.node_data()[1] is None
+
+
+def items_slot(v: tuple, item_keys: tuple, records):
+    """A tuple of ``v``'s type whose items fit the slots of ``v``'s items."""
+    items = tuple([slot_of(x, ik, records) for x, ik in zip(v, item_keys, strict=True)])
+    return NO_SLOT if NO_SLOT in items else TupleSlot(type(v), items)

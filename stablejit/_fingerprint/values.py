@@ -1,0 +1,133 @@
+"""Kinds of atomic values: numbers, strings, None, and values keyed as they are.
+
+Scalars are static by value (``1``, ``1.0`` and ``True`` differ) unless
+``lift_scalars`` lifts them; long-lived objects (modules, classes, builtins)
+are keyed by identity; immutable values with a meaningful ``__eq__``
+(dtypes, shardings, enums) by value.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._markers import IdRef
+from .kind import LIFTED_SCALAR, Kind
+
+_INT32 = range(-(2**31), 2**31)
+
+
+class Scalar(Kind):
+    """Python scalars, by (type, value): ``1``, ``1.0`` and ``True`` differ.
+
+    An ``int`` is lifted only when its variable is named in ``lift_scalars``
+    (ints are mostly sizes, which must stay static), and if it fits int32.
+    """
+
+    name = "scalar"
+
+    def key(self, w, v):
+        if w.name_ok and type(v) is int and v in _INT32:
+            w.leaves.append(v)
+            return LIFTED_SCALAR
+        return (type(v), v)
+
+    def rebuild(self, r, v, i):
+        return r.next_leaf()
+
+
+class Str(Kind):
+    """Strings are their own key: no other kind's key is a ``str``, and
+    dict keys and names, the commonest values of all, then cost nothing."""
+
+    name = "str"
+
+    def key(self, w, v):
+        return v
+
+
+class Float(Kind):
+    """Floats by value, or lifted (``lift_scalars``)."""
+
+    name = "float"
+    rebuild = Scalar.rebuild
+
+    def key(self, w, v):
+        if w.lift is not None and (w.lift is True or w.name_ok):
+            w.leaves.append(v)
+            return LIFTED_SCALAR
+        # -0.0 == 0.0 and nan != nan: spell those out so the key is exact.
+        if v == v and v != 0.0 and not math.isinf(v):
+            return (type(v), v)
+        return (type(v), float.hex(v))
+
+
+class Complex(Kind):
+    name = "complex"
+    rebuild = Scalar.rebuild
+
+    def key(self, w, v):
+        if w.lift is not None and (w.lift is True or w.name_ok):
+            w.leaves.append(v)
+            return LIFTED_SCALAR
+        return (type(v), float.hex(v.real), float.hex(v.imag))
+
+
+class NumpyScalar(Kind):
+    name = "numpy scalar"
+
+    def key(self, w, v):
+        return (type(v), v.dtype.str, v.tobytes())
+
+
+class NoneKind(Kind):
+    name = "None"
+
+    def key(self, w, v):
+        return None
+
+
+class Identity(Kind):
+    """Long-lived objects keyed by identity: modules, classes, builtins.
+
+    The key holds the object itself, which keeps it alive (so its id cannot
+    be reused) and compares by identity for these types.
+    """
+
+    name = "identity"
+
+    def key(self, w, v):
+        return v
+
+    def slot(self, v, k, records):
+        return v
+
+
+class IdentityRef(Kind):
+    """Objects keyed by identity whose own ``__eq__`` is not identity."""
+
+    name = "identity"
+
+    def key(self, w, v):
+        return IdRef(v)
+
+    slot = Identity.slot
+
+
+class Value(Kind):
+    """Immutable values with a meaningful ``__eq__``: dtypes, shardings, enums."""
+
+    name = "value"
+
+    def key(self, w, v):
+        return (type(v), v)
+
+    slot = Identity.slot
+
+
+class Constant(Kind):
+    """Values that never change what is traced, whatever they are."""
+
+    name = "ignored"
+
+    def key(self, w, v):
+        return type(v)

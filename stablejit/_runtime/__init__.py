@@ -1,0 +1,13 @@
+"""The runtime: options, the cache, trace-time canonical functions, the wrapper.
+
+- ``statics.py``: static arguments, keyed by structure (boxed for ``jax.jit``).
+- ``options.py``: ``jax.jit``'s options, written out once, validated and keyed.
+- ``cache.py``: static key → one long-lived ``jax.jit``; bounded, thread-safe.
+- ``argtrees.py``: arguments compared by structure when they carry callables.
+- ``canonical.py``: the function JAX traces for an entry (substitutes, side channels).
+- ``keys.py``: a call's cache key, built and read back in one place.
+- ``persist.py``: executables kept on disk across processes.
+- ``miss.py``: a miss: a new entry, or a fallback (static scalars, baked arrays, plain jit).
+- ``jitted.py``: ``StableJitted`` and its hot path.
+- ``api.py``: ``stable_jit`` itself, typed.
+"""

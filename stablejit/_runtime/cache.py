@@ -1,0 +1,161 @@
+"""The cache: static key → one long-lived ``jax.jit`` of a canonical function.
+
+The canonical function (see :mod:`.canonical`) takes the lifted leaves as its
+first arguments, rebuilds the user's callable around them (at trace time
+only) and calls it. One ``jax.jit`` object per entry means JAX's own C++ fast
+path serves every later call; constructing ``jax.jit`` per call would cost
+~0.2 ms. Entries hold static key parts and compiled code, never the user's
+callable or its arrays. Bounded (LRU, ``config.cache_size``), thread-safe.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._config import config
+from .._registry import Memo, on_clear
+
+LOCK = threading.RLock()
+"""Guards the cache's tables."""
+
+CLOCK = itertools.count()
+
+CACHE: dict[Any, Entry] = {}
+"""Every static key (aliases included) → its entry."""
+ENTRIES: dict[Entry, None] = {}
+"""The live entries, each once."""
+
+
+class Entry:
+    """One cached computation: a ``jax.jit`` of a canonical function."""
+
+    __slots__ = (
+        "jitted",
+        "ready",
+        "keys",
+        "tag",
+        "last_used",
+        "hits_then",
+        "hits",
+        "traces",
+        "compiles",
+        "trace_seconds",
+        "compile_seconds",
+        "stats",
+        "leaf_labels",
+        "signature",
+        "__weakref__",
+    )
+
+    def __init__(self, key, tag):
+        self.jitted: Callable | None = None
+        # ``jitted`` once a first call has returned: what the hot path calls.
+        self.ready: Callable | None = None
+        self.keys = [key]
+        self.tag = tag
+        # Recency for eviction (see _evict_locked): a hit only counts itself.
+        self.last_used = next(CLOCK)
+        self.hits_then = 0
+        self.hits = self.traces = self.compiles = 0
+        self.trace_seconds = self.compile_seconds = 0.0
+        self.stats = None  # the function's counters (see the diagnostics' Stats)
+        self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
+        self.signature = None  # the arguments' shapes at the last trace
+
+
+STATIC_SCALARS = Memo(4096)
+"""``(options, function key)`` of variants whose lifted Python numbers failed
+to trace (see ``lift_scalars``): keyed with static numbers instead."""
+
+
+def keep_scalars_static(keys, entry: Entry) -> None:
+    with LOCK:
+        for k in keys:
+            STATIC_SCALARS.put(k, None)
+    drop(entry)
+
+
+def drop(entry: Entry) -> None:
+    """Drops ``entry``, if it is still cached."""
+    with LOCK:
+        if entry in ENTRIES:
+            _drop_locked(entry)
+
+
+def lookup(key) -> Entry | None:
+    """The live entry of ``key``, if any."""
+    entry = CACHE.get(key)
+    return entry if entry is not None and entry.jitted is not None else None
+
+
+def live_entries() -> list[Entry]:
+    with LOCK:
+        return list(ENTRIES)
+
+
+def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
+    """Returns the entry of ``key``, creating it with ``build`` on a miss."""
+    with LOCK:
+        entry = CACHE.get(key)
+        if entry is None or entry.jitted is None:
+            entry = Entry(key, tag)
+            entry.jitted = build(entry)
+            CACHE[key] = entry
+            ENTRIES[entry] = None
+            _evict_locked(config.cache_size)
+        return entry
+
+
+def _evict_locked(size: int) -> None:
+    """Drops the least recently used entries beyond ``size``.
+
+    Recency is read off the hit counters, so a hit pays for nothing else: an
+    entry hit since the previous eviction counts as used now (the CLOCK
+    approximation of LRU, resolved at evictions).
+    """
+    if len(ENTRIES) <= size:
+        return
+    for e in ENTRIES:
+        if e.hits != e.hits_then:
+            e.hits_then = e.hits
+            e.last_used = next(CLOCK)
+    while len(ENTRIES) > size:
+        _drop_locked(min(ENTRIES, key=lambda e: e.last_used), evicted=True)
+
+
+def _drop_locked(entry: Entry, evicted: bool = False) -> None:
+    if ENTRIES.pop(entry, False) is None and entry.stats is not None:
+        entry.stats.retire(entry, evicted)
+    for k in entry.keys:
+        if CACHE.get(k) is entry:
+            del CACHE[k]
+    if entry.jitted is not None:
+        entry.jitted.clear_cache()
+    entry.jitted = entry.ready = None
+
+
+def _evict_to(size: int) -> None:
+    with LOCK:
+        _evict_locked(size)
+
+
+config.on_cache_size(_evict_to)
+
+
+def clear(tag=None) -> int:
+    """Drops the entries with ``tag`` (all entries if None); returns how many."""
+    with LOCK:
+        victims = [e for e in ENTRIES if tag is None or e.tag == tag]
+        for e in victims:
+            _drop_locked(e)
+        return len(victims)
+
+
+on_clear(clear)
+
+
+def num_entries() -> int:
+    return len(ENTRIES)

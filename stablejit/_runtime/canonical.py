@@ -1,0 +1,143 @@
+"""The canonical function of an entry: what JAX traces for it.
+
+It takes the lifted leaves as its first arguments, finds the callable being
+called (in its caller's Python frame: entries never hold it), substitutes
+the leaves into it at trace time (see the fingerprint's ``walk.substitute``),
+records what the trace wrote as side channels, and calls it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import jax
+
+from .._fingerprint.snapshot import Snapshot
+from .._fingerprint.walk import fingerprint, substitute
+from .argtrees import aux_holds_callables, by_structure, unwrap
+from .cache import CACHE, ENTRIES, LOCK, Entry
+from .options import Lift
+from .statics import rebox, unbox
+
+TRACE_LOCK = threading.RLock()
+"""Held while user code runs at trace time, and while a missed key is
+recomputed: a trace may mutate what keys read (a trace counter), so a key
+computed during another thread's trace could name a state that is never seen
+again. Reentrant, because a trace may call other stablejit functions."""
+
+_ENTRY_CODES: set = set()
+
+
+def entry_point(func):
+    """Marks ``func`` as a caller of canonical functions (see :func:`current_callable`)."""
+    _ENTRY_CODES.add(func.__code__)
+    return func
+
+
+def current_callable():
+    """The callable whose stablejit call is being traced.
+
+    Read from the nearest stablejit entry point on the Python stack, where it
+    is ``self._fun``: tracing is synchronous, so that frame is there, and the
+    hot path pays nothing to publish the callable.
+    """
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code in _ENTRY_CODES:
+            return frame.f_locals["self"]._fun
+        frame = frame.f_back
+    raise RuntimeError(
+        "stablejit internal error: a canonical function was traced outside of a stablejit call"
+    )
+
+
+def make_canonical(
+    entry: Entry,
+    n_leaves: int,
+    name: str,
+    qualname: str,
+    signature,
+    lift: Lift = None,
+    baked: frozenset[int] = frozenset(),
+    adaptive: bool = False,
+    on_traced: Callable[[Entry, tuple, tuple, dict], None] | None = None,
+) -> Callable:
+    """The function jitted for ``entry``: rebuilds the callable and calls it.
+
+    Its first ``n_leaves`` arguments are the lifted leaves (a key fixes how
+    many): as plain top-level arrays they cost JAX's dispatch nothing extra.
+    ``adaptive``: whether the entry may switch to passing its arguments by
+    structure (see :mod:`.argtrees`). ``on_traced(entry, leaves, args,
+    kwargs)`` runs after each trace (the diagnostics: counters, explanations).
+    """
+
+    def canonical(*args, **kwargs):
+        fn = current_callable()
+        rest, kwargs = unwrap(args[n_leaves:], kwargs)
+        if adaptive and entry.traces and entry.ready is entry.jitted is not None:
+            if aux_holds_callables((rest, kwargs)):
+                # A retrace with a callable in an argument's static fields:
+                # JAX compared it by identity. From the next call on, keyed
+                # by fingerprint.
+                entry.ready = by_structure(entry.jitted, n_leaves)
+        call = unbox(fn, rest, kwargs)
+        subject = fn if call is None else call
+        with TRACE_LOCK:
+            entry.traces += 1
+            start = time.perf_counter()
+            snapshot = Snapshot(subject)
+            try:
+                new, rebuilder = substitute(subject, args[:n_leaves], lift, baked)
+                try:
+                    if call is None:
+                        out = new(*rest, **kwargs)
+                    else:
+                        new_rest, new_kwargs = rebox(rest, kwargs, new.values)
+                        out = new.fn(*new_rest, **new_kwargs)
+                    if rebuilder is not None:
+                        rebuilder.check_writes()
+                        # The output may be the program's own containers, which
+                        # get their arrays back below: JAX must see them now.
+                        out = jax.tree_util.tree_map(_same, out)
+                finally:
+                    if rebuilder is not None:
+                        rebuilder.restore()
+            finally:
+                # A failed trace's writes are side channels too: the retry
+                # after a lift_scalars fallback must not see a new key.
+                if snapshot.commit():
+                    _alias_after_trace(entry, subject, lift)
+            entry.trace_seconds += time.perf_counter() - start
+        if on_traced is not None:
+            on_traced(entry, args[:n_leaves], args[n_leaves:], kwargs)
+        return out
+
+    canonical.__name__ = name
+    canonical.__qualname__ = qualname
+    if signature is not None:
+        canonical.__signature__ = signature
+    return canonical
+
+
+def _same(x):
+    return x
+
+
+def _alias_after_trace(entry: Entry, fn, lift: Lift) -> None:
+    """Also files ``entry`` under ``fn``'s key now that tracing made sinks
+    (``fn``: what the call is keyed on, see :mod:`.statics`).
+
+    The key computed before the trace still walked the state the trace
+    mutated (see :mod:`stablejit._fingerprint.sinks`); later calls key without it.
+    """
+    first = entry.keys[0]
+    post_key = first[:-1] + (fingerprint(fn, lift)[0],)
+    if post_key in CACHE:
+        return
+    with LOCK:
+        if entry in ENTRIES and post_key not in CACHE:
+            CACHE[post_key] = entry
+            entry.keys.append(post_key)

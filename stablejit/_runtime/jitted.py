@@ -1,0 +1,322 @@
+"""``StableJitted``: the callable ``stable_jit`` returns, and its hot path.
+
+A call keys the callable (the fingerprint, or for a redefined closure its
+fast-path record), finds the entry, and calls its ``jax.jit`` with the leaves
+first. Everything else — a miss, a first call, a fallback — is in
+:mod:`.miss`; the key's layout is :mod:`.keys`'.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Generic, ParamSpec, TypeVar
+
+from .._config import config
+from .._diagnostics import stats
+from .._diagnostics.describe import display_name, location
+from .._diagnostics.stats import CacheInfo
+from .._fingerprint import sinks
+from .._fingerprint.code import INFO as CODE_INFO
+from .._fingerprint.code import code_info
+from .._fingerprint.kind import Kind, register_kind
+from . import cache, miss, persist
+from .cache import CACHE
+from .canonical import TRACE_LOCK, entry_point
+from .keys import Unkeyable, call_key, fingerprint_of, is_plain
+from .options import Options
+from .statics import release
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_FunctionType = types.FunctionType
+
+
+def check_callable(fun) -> None:
+    if not callable(fun):
+        raise TypeError(f"stable_jit expects a callable, got {type(fun).__name__}: {fun!r}")
+    target = fun.__func__ if isinstance(fun, types.MethodType) else fun
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType) and code_info(code).is_generator:
+        raise TypeError(
+            f"stable_jit cannot compile {getattr(fun, '__qualname__', fun)!r}: it is a "
+            "generator or coroutine function, whose calls return an iterator rather than "
+            "arrays."
+        )
+
+
+class StableJitted(Generic[P, R]):
+    """A callable compiled like ``jax.jit``, cached by structure.
+
+    Returned by :func:`stable_jit`; see there.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from stablejit import stable_jit
+        >>> f = stable_jit(lambda x: x * 2)
+        >>> f.lower(jnp.ones(2)).compile()(jnp.ones(2))
+        Array([2., 2.], dtype=float32)
+    """
+
+    __slots__ = ("_fun", "_opts", "__weakref__")
+
+    def __init__(self, fun: Callable[P, R], opts: Options):
+        self._fun = fun
+        self._opts = opts
+
+    # -- functools.wraps without the per-construction cost
+    @property
+    def __wrapped__(self):
+        return self._fun
+
+    def __getattr__(self, name):
+        # functools.wraps without its per-construction cost.
+        if name in ("__name__", "__qualname__"):
+            return getattr(self._fun, name, type(self._fun).__name__)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __repr__(self):
+        fn = self._fun
+        info = self.cache_info()
+        return (
+            f"<stable_jit of {display_name(fn)}{location(fn)}: {info.entries} compiled, "
+            f"{info.hits} hits, {info.misses} misses, {info.traces} traces>"
+        )
+
+    def __get__(self, obj, objtype=None):
+        # Decorating a method: bind like a function would, then jit the bound
+        # method (keyed by the structure of ``obj``).
+        if obj is None:
+            return self
+        return wrap(types.MethodType(self._fun, obj), self._opts)
+
+    def _prepare(self, args, kwargs):
+        """``(subject, args, kwargs)``: what the call is keyed on, and the
+        arguments as the canonical jit takes them (see :mod:`.statics`)."""
+        return self._fun, args, kwargs
+
+    @entry_point
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        fn = self._fun
+        opts = self._opts
+        if type(fn) is _FunctionType:
+            # A redefined closure whose children are all immutable values or
+            # arrays: re-check them by identity and go straight to its entry
+            # (see the fingerprint's fastpath); the full walk below is the general case.
+            info = CODE_INFO.get(id(fn.__code__))
+            fast = info and info.fast.front
+            if fast is not None:
+                entry = fast.entries.get(opts)
+                if entry is not None:
+                    ready = entry.ready
+                    leaves = []
+                    if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
+                        entry.hits += 1
+                        if leaves:
+                            return ready(*leaves, *args, **kwargs)
+                        return ready(*args, **kwargs)
+        try:
+            key, leaves = call_key(opts, fn, len(args))
+        except Unkeyable as e:
+            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+        entry = CACHE.get(key)
+        if entry is not None:
+            ready = entry.ready
+            if ready is not None:
+                entry.hits += 1
+                if type(fn) is _FunctionType and is_plain(key):
+                    # (Not for baked variants: a record re-checks arrays by type.)
+                    fast = CODE_INFO[id(fn.__code__)].fast.front
+                    if fast is not None and fast.key is fingerprint_of(key):  # just built
+                        fast.entries[opts] = entry
+                return ready(*leaves, *args, **kwargs)
+        return self._first_call(args, kwargs)
+
+    @entry_point
+    def _first_call(self, args, kwargs, static_scalars=False):
+        fn, opts = self._fun, self._opts
+        with TRACE_LOCK:
+            # The hot path's key may have been read while another thread's
+            # trace was mutating state (see TRACE_LOCK): read it with none running.
+            subject, cargs, ckwargs = self._prepare(args, kwargs)
+            try:
+                key, leaves = call_key(opts, subject, len(cargs), static_scalars)
+            except Unkeyable as e:
+                release(cargs, ckwargs)
+                return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+            entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
+            if entry is None:
+                return miss.uncached(fn, opts)(*args, **kwargs)
+            jitted = entry.jitted
+            disk = None
+            if entry.ready is None and config.persistent_dir is not None:
+                jax_hits = persist.jax_cache_hits()
+                disk = miss.disk_key(opts, key, leaves, cargs, ckwargs)
+                compiled = disk and persist.load(disk)
+                if compiled:
+                    ready = entry.ready = persist.loaded_ready(compiled, jitted, entry, disk)
+                    return ready(*leaves, *cargs, **ckwargs)
+            if entry.ready is None:
+                # Trace under the lock, so racing first calls trace once; JAX
+                # caches the trace, and the call below compiles outside the lock.
+                try:
+                    jitted.trace(*leaves, *cargs, **ckwargs)
+                except Exception as e:
+                    if miss.scalars_fall_back(opts, key, entry, leaves, cargs, subject):
+                        static_scalars = True
+                    elif not miss.arrays_fall_back(fn, opts, e, key, entry, leaves, cargs, subject):
+                        raise
+                    jitted = None
+            if jitted is None:
+                return self._first_call(args, kwargs, static_scalars)
+        try:
+            out = jitted(*leaves, *cargs, **ckwargs)
+            if disk:
+                # JAX kept the trace, lowering and executable: this costs
+                # the serialization only.
+                compiled = jitted.lower(*leaves, *cargs, **ckwargs).compile()
+                persist.save(disk, compiled, jax_hits)
+        finally:
+            stats.done_compiling()
+            release(cargs, ckwargs)
+        if entry.jitted is jitted:  # not evicted meanwhile
+            entry.ready = jitted
+        return out
+
+    @entry_point
+    def _stage(self, method: str, args, kwargs, static_scalars=False):
+        fn, opts = self._fun, self._opts
+        with TRACE_LOCK:
+            subject, cargs, ckwargs = self._prepare(args, kwargs)
+            try:
+                key, leaves = call_key(opts, subject, len(cargs), static_scalars)
+            except Unkeyable as e:
+                return miss.unkeyable(fn, opts, e, method, args, kwargs), []
+            entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
+            if entry is None:
+                return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
+            try:
+                return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
+            except Exception as e:
+                if miss.scalars_fall_back(opts, key, entry, leaves, cargs, subject):
+                    static_scalars = True
+                elif not miss.arrays_fall_back(fn, opts, e, key, entry, leaves, cargs, subject):
+                    raise
+            finally:
+                stats.done_compiling()
+            return self._stage(method, args, kwargs, static_scalars)
+
+    def trace(self, *args, **kwargs) -> Staged:
+        """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
+        ``compile()`` keep the lifted arrays, so the compiled function takes the
+        user's arguments only."""
+        traced, leaves = self._stage("trace", args, kwargs)
+        return Staged(traced, leaves)
+
+    def lower(self, *args, **kwargs) -> Staged:
+        """Lowers like ``jax.jit(f).lower``; see :meth:`trace`."""
+        lowered, leaves = self._stage("lower", args, kwargs)
+        return Staged(lowered, leaves)
+
+    def eval_shape(self, *args, **kwargs):
+        """Output shapes and dtypes, like ``jax.jit(f).eval_shape``."""
+        return self._stage("eval_shape", args, kwargs)[0]
+
+    def clear_cache(self) -> None:
+        """Drops the compiled entries of this function (all redefinitions of
+        it), and its counters."""
+        ftag = miss.function_tag(self._fun, self._opts)
+        cache.clear(ftag)
+        stats.forget(ftag)
+
+    def cache_info(self) -> CacheInfo:
+        """The counters of this function, all its redefinitions together."""
+        return stats.cache_info(cache.live_entries(), miss.function_tag(self._fun, self._opts))
+
+
+class Staged:
+    """A ``jax.stages`` object (Traced, Lowered, Compiled) with the lifted leaves
+    bound as the first argument, so it takes the user's arguments only."""
+
+    __slots__ = ("_stage", "_leaves")
+
+    def __init__(self, stage, leaves):
+        self._stage = stage
+        self._leaves = leaves
+
+    def lower(self, *args, **kwargs) -> Staged:
+        return Staged(self._stage.lower(*args, **kwargs), self._leaves)
+
+    def compile(self, *args, **kwargs) -> Staged:
+        return Staged(self._stage.compile(*args, **kwargs), self._leaves)
+
+    def __call__(self, *args, **kwargs):
+        return self._stage(*self._leaves, *args, **kwargs)
+
+    @property
+    def args_info(self):
+        args, kwargs = self._stage.args_info
+        return args[len(self._leaves) :], kwargs
+
+    def __getattr__(self, name):
+        return getattr(self._stage, name)
+
+    def __repr__(self):
+        return f"<stablejit {type(self._stage).__name__}: {self._stage!r}>"
+
+
+def wrap(fun: Callable, opts: Options) -> StableJitted:
+    """``fun`` compiled with ``opts`` (checked)."""
+    check_callable(fun)
+    return (StableJitted if opts.statics is None else StableJittedStatics)(fun, opts)
+
+
+class StableJittedStatics(StableJitted):
+    """A :class:`StableJitted` with static arguments, which join the key (see
+    :mod:`.statics`): no per-code fast path, as the arguments change per call."""
+
+    __slots__ = ()
+
+    def _prepare(self, args, kwargs):
+        return self._opts.statics.box(self._fun, args, kwargs)
+
+    @entry_point
+    def __call__(self, *args, **kwargs):
+        subject, cargs, ckwargs = self._opts.statics.box(self._fun, args, kwargs)
+        try:
+            key, leaves = call_key(self._opts, subject, len(cargs))
+        except Unkeyable as e:
+            release(cargs, ckwargs)
+            return miss.unkeyable(self._fun, self._opts, e, "__call__", args, kwargs)
+        entry = CACHE.get(key)
+        if entry is not None:
+            ready = entry.ready
+            if ready is not None:
+                entry.hits += 1
+                try:
+                    return ready(*leaves, *cargs, **ckwargs)
+                finally:
+                    release(cargs, ckwargs)
+        return self._first_call(args, kwargs)
+
+
+class _StableKind(Kind):
+    """A ``stable_jit`` wrapper reached from another callable."""
+
+    name = "stable_jit function"
+
+    def key(self, w, f):
+        return (StableJitted, w.walk(f._fun), f._opts.key)
+
+    def children(self, w, f):
+        return [("stable_jit of", f._fun)]
+
+    def node_token(self, f):
+        return f._opts.key
+
+    def rebuild(self, r, f, i):
+        return type(f)(r.walk(f._fun), f._opts)
+
+
+register_kind(StableJitted, _StableKind())
+register_kind(StableJittedStatics, _StableKind())

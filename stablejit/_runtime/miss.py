@@ -1,0 +1,145 @@
+"""What a call does when its key has no ready entry: create one, or fall back.
+
+A new key is explained and counted (the diagnostics), then gets an entry whose
+``jax.jit`` is built around its canonical function. When a first trace fails
+because lifting was wrong for this variant (a lifted number or array needed
+concretely), the variant is re-keyed — numbers static, arrays baked — and
+retried; a callable that cannot be keyed runs through a plain ``jax.jit``.
+Every fallback costs a trace and a log line, never an exception.
+"""
+
+from __future__ import annotations
+
+from .._diagnostics import explain, stats
+from .._diagnostics.describe import display_name, location
+from .._fingerprint import bake
+from .._originals import JIT
+from .._registry import Memo
+from . import cache, persist
+from .canonical import make_canonical
+from .keys import Unkeyable, baked_of, call_key, lift_of, signature, tag, variant_of
+from .options import Options
+
+_NUMBERS = (int, float, complex)
+_UNKEYABLE_LOGGED = Memo(1024)  # tags of functions said to be unkeyable
+
+
+def function_tag(fun, opts: Options):
+    return (opts.key, tag(fun))
+
+
+def _on_traced(entry: cache.Entry, leaves: tuple, args: tuple, kwargs: dict) -> None:
+    """After each trace of an entry: explanations and compile attribution."""
+    s = entry.stats
+    if s is not None:
+        explain.on_retrace(entry, s.name, s.location, explain.signature(leaves, args, kwargs))
+    stats.traced(entry)
+
+
+def entry_for(fun, opts: Options, key, leaves: list, args: tuple, subject) -> cache.Entry | None:
+    """The entry of ``key``, created on a miss; None if the recompile limit
+    says this variant is not to be cached (stance "fallback")."""
+    entry = cache.lookup(key)
+    if entry is not None:
+        return entry
+    ftag = function_tag(fun, opts)
+    s = stats.stats_for(ftag, display_name(fun), location(fun))
+    if not explain.on_new_key(s, subject, key):
+        return None
+
+    def build(entry: cache.Entry):
+        n_dynamic = None
+        if opts.broadcast_in_shardings:
+            n = len(args)
+            n_dynamic = n - sum(1 for i in opts.static_argnums if -n <= i < n)
+        name = getattr(fun, "__name__", type(fun).__name__)
+        n_leaves = len(leaves)
+        baked = baked_of(key)
+        canonical = make_canonical(
+            entry,
+            n_leaves,
+            name,
+            getattr(fun, "__qualname__", name),
+            signature(fun, n_leaves),
+            lift_of(opts, key),
+            baked.positions if baked is not None else frozenset(),
+            adaptive=not opts.placed,
+            on_traced=_on_traced,
+        )
+        return JIT(canonical, **opts.jit_kwargs(n_leaves, n_dynamic))
+
+    entry = cache.get_or_create(key, ftag, build)
+    entry.stats = s
+    entry.leaf_labels = [name for name, _ in s.descriptions[-1].lifted]
+    return entry
+
+
+def uncached(fun, opts: Options):
+    """A plain ``jax.jit``, for variants past the recompile limit (stance
+    "fallback") and callables that cannot be keyed."""
+    return JIT(fun, **opts.user)
+
+
+def unkeyable(fun, opts: Options, error: Unkeyable, method: str, args, kwargs):
+    """Runs a call whose callable cannot be keyed as plain ``jax.jit``
+    would: traced anew, never wrong. Logged once per function."""
+    ftag = function_tag(fun, opts)
+    if ftag not in _UNKEYABLE_LOGGED:
+        _UNKEYABLE_LOGGED.put(ftag, None)
+        explain.logger.warning(
+            "stable_jit(%s)%s cannot be keyed (%s): its calls run through a plain "
+            "jax.jit, traced anew each time",
+            display_name(fun),
+            location(fun),
+            error,
+        )
+    return getattr(uncached(fun, opts), method)(*args, **kwargs)
+
+
+def _variants(opts: Options, key, args, subject) -> set:
+    """The variant that failed to trace as ``key``, and the one it is keyed as
+    now: what the failed trace wrote is a side channel from now on, so the
+    key may have changed."""
+    after = call_key(opts, subject, len(args))[0]
+    return {variant_of(key), variant_of(after)}
+
+
+def scalars_fall_back(opts, key, entry, leaves, args, subject) -> bool:
+    """After a failed trace: if it lifted Python numbers (``lift_scalars``), keys this
+    variant with static numbers from now on (True). A lifted number used
+    where a concrete value is needed (a shape, a Python ``if``) fails only
+    this way, so the retry is right."""
+    if lift_of(opts, key) is None or not any(type(x) in _NUMBERS for x in leaves):
+        return False
+    cache.keep_scalars_static(_variants(opts, key, args, subject), entry)
+    return True
+
+
+def arrays_fall_back(fun, opts, error, key, entry, leaves, args, subject) -> bool:
+    """After a failed trace: if lifted arrays were needed as concrete values, bakes them into this
+    variant from now on (keyed by their contents, see the fingerprint's
+    ``bake``), says so, and returns True."""
+    if not isinstance(error, bake.CONCRETE_ERRORS):
+        return False
+    variants = _variants(opts, key, args, subject)
+    baked = bake.fall_back(error, variants, baked_of(key), leaves)
+    if not baked:
+        return False
+    labels = entry.leaf_labels
+    names = ", ".join(labels[i] if i < len(labels) else f"lifted array {i}" for i in baked)
+    explain.logger.info(
+        "stable_jit(%s)%s needs %s as a concrete value: keyed by its contents and baked "
+        "in, as jax.jit does, instead of lifted",
+        display_name(fun),
+        location(fun),
+        names,
+    )
+    cache.drop(entry)
+    return True
+
+
+def disk_key(opts: Options, key, leaves, args, kwargs) -> bytes | None:
+    """The persistent-cache key of a call, or None if it cannot be persisted."""
+    if opts.statics is not None:
+        return None  # the executable would not take the static arguments
+    return persist.disk_key(key, leaves, args, kwargs)

@@ -1,0 +1,16 @@
+"""Plain helper functions shared by several test modules (fixtures live in conftest.py)."""
+
+import jax
+
+from stablejit._fingerprint.walk import fingerprint
+
+
+def key(f):
+    """The key stablejit's fingerprint gives ``f``."""
+    return fingerprint(f)[0]
+
+
+def params(seed):
+    """Random parameters of an 8-token greedy-decoding loop."""
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    return {"w": jax.random.normal(k1, (8, 8)), "b": jax.random.normal(k2, (8,))}

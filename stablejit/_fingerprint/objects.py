@@ -245,7 +245,7 @@ class OwnEquality(Kind):
         return self.state.node_token(v)
 
 
-_NOT_PYTREE: dict[type, Kind] = {}  # by class: as many as there are classes
+_NOT_PYTREE = Memo(4096)  # class → its kind were it not a pytree node
 
 
 def not_a_pytree(v) -> Kind:
@@ -253,5 +253,5 @@ def not_a_pytree(v) -> Kind:
     cls = type(v)
     kind = _NOT_PYTREE.get(cls)
     if kind is None:
-        kind = _NOT_PYTREE[cls] = plain_kind(cls, v)
+        kind = _NOT_PYTREE.put(cls, plain_kind(cls, v))
     return kind

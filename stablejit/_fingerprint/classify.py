@@ -120,9 +120,17 @@ LIBRARY_KINDS: dict[str, Kind | Callable[[type], Kind]] = {
     "transformers.generation.configuration_utils.GenerationConfig": lambda cls: Object(
         cls, derived={"_original_object_hash": lambda c: c._original_object_hash == hash(c)}
     ),
+    # A test case's traced functions close over ``self`` for its assertions
+    # and parameters; unittest's bookkeeping there (the running result,
+    # cleanups) never changes what is traced, and reaches the whole test
+    # runner: left out of the key.
+    "unittest.case.TestCase": lambda cls: Object(
+        cls, skip=frozenset({"_outcome", "_cleanups", "_subtest", "_type_equality_funcs"})
+    ),
 }
-"""Kinds of library types, by qualified name, so that the library need not
-be imported to declare them; a function of the class makes one kind per class."""
+"""Kinds of library types and their subclasses, by qualified name, so that the
+library need not be imported to declare them; a function of the class makes
+one kind per class."""
 
 USER_KINDS: dict[type, Kind] = {}
 """Kinds users declared (see register_type), for a class and its subclasses."""
@@ -151,7 +159,8 @@ def classify(v: Any) -> Kind:
         return kind
     user = next((USER_KINDS[c] for c in cls.__mro__ if c in USER_KINDS), None)
     if user is None:
-        user = LIBRARY_KINDS.get(f"{cls.__module__}.{cls.__qualname__}")
+        names = (f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__)
+        user = next((LIBRARY_KINDS[n] for n in names if n in LIBRARY_KINDS), None)
         if user is not None and not isinstance(user, Kind):
             user = user(cls)
     if user is not None:

@@ -12,7 +12,7 @@ import jax
 
 from .fastpath import TupleSlot, slot_of
 from .kind import NO_SLOT, Kind, keys
-from .objects import not_a_pytree
+from .objects import attributes, not_a_pytree
 from .sinks import sink_key, sink_of
 from .slots import ITEM
 
@@ -176,15 +176,28 @@ class Pytree(Kind):
         except _Unflattenable:
             return not_a_pytree(v).rebuild(r, v, i)
         walk = r.walk
+        if r.in_place:
+            places = _held_in_place(r, v, i, children)
+            if places is not None:
+                # The node's own object, its children substituted where it
+                # holds them: traced code sees the program's objects, as under
+                # jax.jit (an nnx Variable refuses updates from an inner trace).
+                walk(treedef.node_data()[1])  # leaf-free: skipped
+                for c in children:
+                    nc = walk(c)
+                    if nc is not c:
+                        r.put(*places[id(c)], nc)
+                return v
         node_type, aux = treedef.node_data()
         new_aux = walk(aux)
         if new_aux is not aux:  # the metadata holds lifted arrays (a closure over one)
             treedef = _with_node_data(treedef, node_type, new_aux, v)
         new = treedef.unflatten([walk(c) for c in children])
+        held = {name: (slot, holder) for slot, holder, name, _ in attributes(new)}
         r.copied(
-            enumerate(flatten_one_level(new)[0]),
-            lambda k: flatten_one_level(new)[0][k],
-            lambda k: f"child {k} of a {type(v).__qualname__}",
+            [(name, x) for *_, name, x in attributes(new)],
+            lambda name: held[name][0].get(held[name][1], name),
+            lambda name: f"{type(v).__qualname__}.{name}",
         )
         return new
 
@@ -207,6 +220,28 @@ class Pytree(Kind):
     def slot(self, v, k, records):
         # A NamedTuple (optax's states and transforms) as a tuple of its items.
         return items_slot(v, k[2], records) if _is_namedtuple(v) else NO_SLOT
+
+
+def _held_in_place(r, v, i, children) -> dict | None:
+    """Where ``v`` holds each of its children that must be substituted at
+    trace time (id(child) → (slot, holder, name)): an attribute holding that
+    very object. None if a child is not held so (a flatten that computes its
+    children) or the metadata holds leaves: then the node is copied."""
+    kids = r.plan.children[i]  # the metadata's visit, then each child's
+    has_leaf = r.plan.has_leaf
+    if has_leaf[kids[0]]:
+        return None
+    held: dict = {}
+    for slot, holder, name, x in attributes(v):
+        held.setdefault(id(x), (slot, holder, name))
+    places = {}
+    for c, k in zip(children, kids[1:], strict=True):
+        if has_leaf[k]:
+            place = held.get(id(c))
+            if place is None:
+                return None
+            places[id(c)] = place
+    return places
 
 
 def is_pytree_node(cls, v) -> bool:

@@ -22,7 +22,7 @@ from .._markers import IdRef
 from .._registry import Memo
 from .kind import MISSING, TABLE, Kind
 from .sinks import sink_of
-from .slots import ATTR
+from .slots import ATTR, ITEM
 from .values import Scalar
 
 
@@ -77,6 +77,22 @@ def slot_names(cls) -> tuple[str, ...]:
     return tuple(names)
 
 
+def attributes(v) -> list[tuple[Any, Any, str, Any]]:
+    """``(slot, holder, name, value)`` of each attribute ``v`` holds, in its
+    ``__dict__`` or its slots (see :mod:`.slots`), around any ``__getattr__``."""
+    try:
+        d = object.__getattribute__(v, "__dict__")
+    except AttributeError:  # slots only
+        d = {}
+    out = [(ITEM, d, k, x) for k, x in d.items()]
+    for name in slot_names(type(v)):
+        try:
+            out.append((ATTR, v, name, object.__getattribute__(v, name)))
+        except AttributeError:  # an empty slot
+            pass
+    return out
+
+
 class Object(Kind):
     """Plain instances, by type (identity) and state (``__dict__``, slots).
 
@@ -87,16 +103,28 @@ class Object(Kind):
     name = "object"
     cyclic = True
 
-    def __init__(self, cls, derived: dict[str, Callable[[Any], Any]] | None = None):
+    def __init__(
+        self,
+        cls,
+        derived: dict[str, Callable[[Any], Any]] | None = None,
+        skip: frozenset[str] = frozenset(),
+    ):
         self.slots = slot_names(cls)
         self.has_dict = any("__dict__" in c.__dict__ for c in cls.__mro__)
         # Attributes keyed by what they mean rather than what they hold: name
-        # -> function of the object (see classify.LIBRARY_KINDS).
+        # -> function of the object; and attributes that never change what is
+        # traced, left out (see classify.LIBRARY_KINDS).
         self.derived = derived
+        self.skip = skip
 
     def _state(self, v):
+        """``(__dict__ as keys see it, slots)``."""
         d = object.__getattribute__(v, "__dict__") if self.has_dict else None
         slots = tuple([getattr(v, s, MISSING) for s in self.slots])
+        if d is not None and (self.derived or self.skip):
+            d = {k: x for k, x in d.items() if k not in self.skip}
+            if self.derived:
+                d.update({k: f(v) for k, f in self.derived.items() if k in d})
         return d, slots
 
     def key(self, w, v):
@@ -104,8 +132,6 @@ class Object(Kind):
         if ref is not None:
             return ref
         d, slots = self._state(v)
-        if self.derived and d is not None:
-            d = {**d, **{k: f(v) for k, f in self.derived.items() if k in d}}
         walk = w.walk
         return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
 
@@ -120,12 +146,20 @@ class Object(Kind):
 
     def rebuild(self, r, v, i):
         d, slots = self._state(v)
+        own = object.__getattribute__(v, "__dict__") if self.has_dict else None
         walk = r.walk
         if r.in_place:
             # Its own __dict__ in place (a dict), and its slots: around the
             # class's __setattr__, as the state is only lent to the trace.
             r.memo[id(v)] = v
-            walk(d)
+            if d is own:
+                walk(d)
+            else:  # a view (see _state): what the walk substituted goes to the object
+                before = dict(d)
+                walk(d)
+                for k, x in d.items():
+                    if x is not before[k]:
+                        r.put(ITEM, own, k, x)
             for name, s in zip(self.slots, slots, strict=True):
                 ns = walk(s)
                 if ns is not s:
@@ -136,7 +170,9 @@ class Object(Kind):
         r.memo[id(v)] = new
         nd = walk(d)
         if nd is not None:
-            object.__getattribute__(new, "__dict__").update(nd)
+            target = object.__getattribute__(new, "__dict__")
+            target.update(own)
+            target.update({k: x for k, x in nd.items() if x is not d[k]})
         for name, s in zip(self.slots, slots, strict=True):
             ns = walk(s)
             if ns is not MISSING:

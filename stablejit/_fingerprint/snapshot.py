@@ -6,13 +6,17 @@ between its start and :meth:`Snapshot.commit` becomes a side channel.
 
 from __future__ import annotations
 
+import logging
 import types
 
 from .._markers import IdRef
 from .code import code_info
+from .kind import KEYS
 from .parts import CELL, GLOBAL, places
 from .sinks import ALL, add
-from .walk import KeyWalker, Visits
+from .walk import KeyWalker, Visits, key_of
+
+_LOG = logging.getLogger("stablejit")
 
 
 class Snapshot:
@@ -44,13 +48,19 @@ class Snapshot:
             def walk(self, v):
                 outer, current[0] = current[0], v
                 try:
-                    return super().walk(v)
+                    # KeyWalker.walk, inlined (see Plan.walk).
+                    return (KEYS.get(type(v)) or key_of(v))(self, v)
                 finally:
                     current[0] = outer
 
         w = _Recorder()
         w.seen = Visits(on_first, lambda ref: None)
-        w.walk(fn)
+        try:
+            w.walk(fn)
+        except RecursionError:
+            # What the key walk reached but this one cannot: the state seen
+            # so far is snapshotted; a write beyond it keys anew (a retrace).
+            _LOG.info("stablejit: the state %r reaches is too deep to snapshot whole", fn)
         self._parts = parts
         self._before = [_contents(obj, names) for obj, names in parts]
 

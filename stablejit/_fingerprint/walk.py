@@ -30,7 +30,8 @@ Lift = None | bool | frozenset
 """What ``lift_scalars`` asks for: None, True, or variable names."""
 
 
-def _key_of(v):
+def key_of(v):
+    """The ``key`` method of ``v``'s kind (classifying its type once)."""
     return classify(v).key
 
 
@@ -62,7 +63,7 @@ class KeyWalker:
         self.static = False
 
     def walk(self, v: Any):
-        return (KEYS.get(type(v)) or _key_of(v))(self, v)
+        return (KEYS.get(type(v)) or key_of(v))(self, v)
 
     def enter(self, v) -> tuple | None:
         """Called by kinds that can form cycles: a back reference, or None.
@@ -156,7 +157,9 @@ class Plan(KeyWalker):
         n_leaves = len(self.leaves)
         outer, self._cur = self._cur, i
         try:
-            return super().walk(v)
+            # KeyWalker.walk, inlined: a frame per level more than the key
+            # walk would make a structure that keyed fine too deep here.
+            return (KEYS.get(type(v)) or key_of(v))(self, v)
         finally:
             self._cur = outer
             self.end[i] = len(self.parent)

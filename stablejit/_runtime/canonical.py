@@ -8,6 +8,7 @@ records what the trace wrote as side channels, and calls it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -27,6 +28,23 @@ TRACE_LOCK = threading.RLock()
 recomputed: a trace may mutate what keys read (a trace counter), so a key
 computed during another thread's trace could name a state that is never seen
 again. Reentrant, because a trace may call other stablejit functions."""
+
+_HEADROOM = 1000
+
+
+@contextlib.contextmanager
+def _headroom():
+    """A deeper recursion limit while a trace walks what the key walk walked:
+    it runs further down the stack (under JAX's tracing), and a structure
+    that keyed fine must not fail there."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + _HEADROOM)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() == limit + _HEADROOM:  # not changed meanwhile
+            sys.setrecursionlimit(limit)
+
 
 _ENTRY_CODES: set = set()
 
@@ -85,7 +103,7 @@ def make_canonical(
                 entry.ready = by_structure(entry.jitted, n_leaves)
         call = unbox(fn, rest, kwargs)
         subject = fn if call is None else call
-        with TRACE_LOCK:
+        with TRACE_LOCK, _headroom():
             entry.traces += 1
             start = time.perf_counter()
             snapshot = Snapshot(subject)

@@ -117,8 +117,11 @@ def run(job: Job) -> dict:
     cmd = [str(job.python), "-m", "pytest", "-p", "compat_outcomes", "-p", "no:cacheprovider"]
     # Named explicitly: pytest would otherwise look for configuration above
     # the test paths, and find this repository's own pyproject.toml there.
-    config = job.workdir / (job.suite.config_files or ("pytest.ini",))[0]
-    rootdir = job.base.parent if job.suite.source == "package" else job.workdir
+    # Real paths: a worktree sharing .cache through a link would otherwise
+    # give pytest a rootdir its test paths are not under (node ids lose their files).
+    workdir = job.workdir.resolve()
+    config = workdir / (job.suite.config_files or ("pytest.ini",))[0]
+    rootdir = job.base.resolve().parent if job.suite.source == "package" else workdir
     cmd += ["-c", str(config), f"--rootdir={rootdir}", "--color=no", "-rN"]
     cmd += [*mode_args(job.mode, census), *drop, *targets]
     env = dict(os.environ)
@@ -131,11 +134,11 @@ def run(job: Job) -> dict:
     revision = _stablejit_revision()
     start = time.monotonic()
     with open(log, "w", encoding="utf-8") as out:
-        out.write(f"$ cd {job.workdir} && {' '.join(cmd)}\n")
+        out.write(f"$ cd {workdir} && {' '.join(cmd)}\n")
         out.flush()
         proc = subprocess.Popen(
             cmd,
-            cwd=job.workdir,
+            cwd=workdir,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

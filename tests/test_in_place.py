@@ -8,7 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.extend.core import get_opaque_trace_state
+
+try:
+    from jax.extend.core import get_opaque_trace_state
+except ImportError:  # JAX before 0.7 has it in jax.core only
+    from jax.core import get_opaque_trace_state
 
 from stablejit import stable_jit
 

@@ -193,12 +193,14 @@ class Pytree(Kind):
         if new_aux is not aux:  # the metadata holds lifted arrays (a closure over one)
             treedef = _with_node_data(treedef, node_type, new_aux, v)
         new = treedef.unflatten([walk(c) for c in children])
-        held = {name: (slot, holder) for slot, holder, name, _ in attributes(new)}
-        r.copied(
-            [(name, x) for *_, name, x in attributes(new)],
-            lambda name: held[name][0].get(held[name][1], name),
-            lambda name: f"{type(v).__qualname__}.{name}",
-        )
+        if r.in_place:  # a write into the copy would be lost: see Rebuilder.check_writes
+            attrs = attributes(new)
+            held = {name: (slot, holder) for slot, holder, name, _ in attrs}
+            r.copied(
+                [(name, x) for *_, name, x in attrs],
+                lambda name: held[name][0].get(held[name][1], name),
+                lambda name: f"{type(v).__qualname__}.{name}",
+            )
         return new
 
     def children(self, w, v):

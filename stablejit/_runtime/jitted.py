@@ -162,10 +162,10 @@ class StableJitted(Generic[P, R]):
                 try:
                     jitted.trace(*leaves, *cargs, **ckwargs)
                 except Exception as e:
-                    if miss.scalars_fall_back(opts, key, entry, leaves, cargs, subject):
-                        static_scalars = True
-                    elif not miss.arrays_fall_back(fn, opts, e, key, entry, leaves, cargs, subject):
+                    retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
+                    if retry is None:
                         raise
+                    static_scalars = static_scalars or retry
                     jitted = None
             if jitted is None:
                 return self._first_call(args, kwargs, static_scalars)
@@ -198,10 +198,10 @@ class StableJitted(Generic[P, R]):
             try:
                 return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
             except Exception as e:
-                if miss.scalars_fall_back(opts, key, entry, leaves, cargs, subject):
-                    static_scalars = True
-                elif not miss.arrays_fall_back(fn, opts, e, key, entry, leaves, cargs, subject):
+                retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
+                if retry is None:
                     raise
+                static_scalars = static_scalars or retry
             finally:
                 stats.done_compiling()
             return self._stage(method, args, kwargs, static_scalars)

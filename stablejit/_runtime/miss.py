@@ -104,7 +104,18 @@ def _variants(opts: Options, key, args, subject) -> set:
     return {variant_of(key), variant_of(after)}
 
 
-def scalars_fall_back(opts, key, entry, leaves, args, subject) -> bool:
+def fall_back(fun, opts: Options, error, key, entry, leaves, args, subject) -> bool | None:
+    """After a failed trace: how to retry, with Python numbers static (True)
+    or as re-keyed with arrays baked in (False); None if neither applies
+    (the error is the user's)."""
+    if _scalars_fall_back(opts, key, entry, leaves, args, subject):
+        return True
+    if _arrays_fall_back(fun, opts, error, key, entry, leaves, args, subject):
+        return False
+    return None
+
+
+def _scalars_fall_back(opts, key, entry, leaves, args, subject) -> bool:
     """After a failed trace: if it lifted Python numbers (``lift_scalars``), keys this
     variant with static numbers from now on (True). A lifted number used
     where a concrete value is needed (a shape, a Python ``if``) fails only
@@ -115,7 +126,7 @@ def scalars_fall_back(opts, key, entry, leaves, args, subject) -> bool:
     return True
 
 
-def arrays_fall_back(fun, opts, error, key, entry, leaves, args, subject) -> bool:
+def _arrays_fall_back(fun, opts, error, key, entry, leaves, args, subject) -> bool:
     """After a failed trace: if lifted arrays were needed as concrete values, bakes them into this
     variant from now on (keyed by their contents, see the fingerprint's
     ``bake``), says so, and returns True."""

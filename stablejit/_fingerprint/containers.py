@@ -10,7 +10,8 @@ import operator
 
 import jax
 
-from .fastpath import DictSlot, ListSlot, RefSlot, TupleSlot, slot_of
+from .fastpath import slot_of
+from .guards import DictSlot, ListSlot, RefSlot, TupleSlot
 from .kind import NO_SLOT, Kind, keys, ref_key, ref_number
 from .objects import attributes, not_a_pytree
 from .sinks import sink_key, sink_of

@@ -20,7 +20,8 @@ import xxhash
 
 from .._markers import IdRef
 from .._registry import Memo
-from .fastpath import DictSlot, ObjectSlot, RefSlot, slot_of
+from .fastpath import slot_of
+from .guards import DictSlot, ObjectSlot, RefSlot
 from .kind import MISSING, NO_SLOT, TABLE, Kind, ref_number
 from .sinks import sink_of
 from .slots import ATTR, ITEM

@@ -369,14 +369,6 @@ FAST_PROGRAMS = {
 }
 
 
-@pytest.fixture(params=["interpreted", "compiled"])
-def record_checks(request, monkeypatch):
-    """The fast path's records checked slot by slot, or compiled at their
-    first match (see stablejit's checker)."""
-    after = 10**9 if request.param == "interpreted" else 1
-    monkeypatch.setattr("stablejit._fingerprint.fastpath.COMPILE_AFTER", after)
-
-
 @settings.get_profile(PROFILE)
 @given(
     vals=st.fixed_dictionaries({n: values for n in NAMES_CONTAINERS}),

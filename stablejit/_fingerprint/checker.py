@@ -64,6 +64,11 @@ class _Writer:
         }
         self.names = count()
         self.budget = INLINE_ITEMS
+        # Globals already checked in this function, where the very object is
+        # expected: nested functions of one module read one globals dict
+        # (checked to be that very dict), so ``jnp`` is checked once.
+        self.globals_checked: set[tuple[int, str, int]] = set()
+        self.sinks_checked: set[int] = set()
 
     def const(self, obj) -> str:
         name = f"_c{next(self.names)}"
@@ -160,7 +165,12 @@ def _emit(w: _Writer, i: int, slot, v: str) -> None:
         w.fail_if(i, f"type({v}) is not _Function or {v}.__code__ is not {code}()")
         w.fail_if(i, f"id({v}) in seen")
         _number(w, i, v)
-        w.fail_if(i, f"{w.const(slot.record)}.match({v}, leaves, sinks, seen) is None")
+        record = slot.record
+        if _size(record) <= w.budget:  # its checks inline: no call per nested function
+            w.budget -= _size(record)
+            _emit_record(w, i, record, v)
+        else:
+            w.fail_if(i, f"{w.const(record)}.match({v}, leaves, sinks, seen) is None")
     elif t is RefSlot:
         w.fail_if(i, f"seen.get(id({v}), -1) != {slot.n}")
     elif t is LiftedSlot:
@@ -170,40 +180,75 @@ def _emit(w: _Writer, i: int, slot, v: str) -> None:
         w.fail_if(i, f"{v} is not {w.const(slot)}")
 
 
+def _emit_record(w: _Writer, i: int, record, fn: str) -> None:
+    """Lines that fail unless function ``fn`` fits ``record``'s checks (those
+    of a nested function's record written out in its parent's function)."""
+    header = (
+        f"id({fn}.__globals__) != {record.g_id} or id({fn}.__builtins__) != {record.b_id} "
+        f"or {fn}.__defaults__ is not {w.const(record.defaults)} "
+        f"or {fn}.__kwdefaults__ is not {w.const(record.kwdefaults)} or {fn}.__dict__"
+    )
+    if id(record.sinks) not in w.sinks_checked:
+        header += f" or sinks is not {w.const(record.sinks)}"
+        w.sinks_checked.add(id(record.sinks))
+    w.fail_if(i, header)
+    todo = []
+    for name, slot in record.globals:
+        once = type(slot) in ATOM_TYPES or not _checks_inside(slot)
+        done = (record.g_id, name, id(slot))
+        if not (once and done in w.globals_checked):
+            todo.append((name, slot))
+            if once:
+                w.globals_checked.add(done)
+    if todo:
+        g, b = w.var(), w.var()
+        w.line(i, f"{g}, {b} = {fn}.__globals__, {fn}.__builtins__")
+        for name, slot in todo:
+            v = w.var()
+            w.line(i, f"{v} = {g}.get({name!r}, _MISSING)")
+            w.line(i, f"if {v} is _MISSING:")
+            w.line(i + 1, f"{v} = {b}.get({name!r}, _MISSING)")
+            _emit(w, i, slot, v)
+    if record.cells:
+        c = w.var()
+        w.line(i, f"{c} = {fn}.__closure__")
+        for k, slot in enumerate(record.cells):
+            v = w.var()
+            w.line(i, "try:")
+            w.line(i + 1, f"{v} = {c}[{k}].cell_contents")
+            w.line(i, "except ValueError:")
+            w.line(i + 1, f"{v} = _MISSING")
+            _emit(w, i, slot, v)
+
+
+def _checks_inside(slot) -> bool:
+    """Whether checking ``slot`` does more than compare identity (collects
+    leaves, numbers or re-checks children): such checks run at every place."""
+    return slot is LEAF_SLOT or type(slot) in (
+        TupleSlot,
+        ListSlot,
+        DictSlot,
+        ObjectSlot,
+        FunctionSlot,
+        RefSlot,
+        LiftedSlot,
+    )
+
+
+def _size(record) -> int:
+    return 1 + len(record.globals) + len(record.cells)
+
+
 def compile_match(record):
     """``record``'s checks (see :class:`.fastpath.FastPath`) as one function
     of ``(fn, leaves, sinks, seen=None)`` returning its key or None."""
     w = _Writer()
-    g_id, b_id = record.g_id, record.b_id
-    header = (
-        f"id(fn.__globals__) != {g_id} or id(fn.__builtins__) != {b_id} "
-        f"or sinks is not {w.const(record.sinks)} "
-        f"or fn.__defaults__ is not {w.const(record.defaults)} "
-        f"or fn.__kwdefaults__ is not {w.const(record.kwdefaults)} or fn.__dict__"
-    )
-    w.line(1, f"if {header}:")
-    w.line(2, "return None")
+    w.budget -= _size(record)
+    w.line(1, "n, n_seen = len(leaves), (len(seen) if seen is not None else 0)")
     if record.nested:
         w.line(1, "if seen is None:")
         w.line(2, "seen = {id(fn): 0}")  # a walk from ``fn`` numbers it first
-    w.line(1, "n, n_seen = len(leaves), (len(seen) if seen is not None else 0)")
-    if record.globals:
-        w.line(1, "g, b = fn.__globals__, fn.__builtins__")
-    for name, slot in record.globals:
-        v = w.var()
-        w.line(1, f"{v} = g.get({name!r}, _MISSING)")
-        w.line(1, f"if {v} is _MISSING:")
-        w.line(2, f"{v} = b.get({name!r}, _MISSING)")
-        _emit(w, 1, slot, v)
-    if record.cells:
-        w.line(1, "c = fn.__closure__")
-    for k, slot in enumerate(record.cells):
-        v = w.var()
-        w.line(1, "try:")
-        w.line(2, f"{v} = c[{k}].cell_contents")
-        w.line(1, "except ValueError:")
-        w.line(2, f"{v} = _MISSING")
-        _emit(w, 1, slot, v)
+    _emit_record(w, 1, record, "fn")
     w.line(1, f"return {w.const(record.key)}")
     source = "def match(fn, leaves, sinks, seen=None):\n" + "\n".join(w.lines) + "\n"
     namespace = dict(w.consts)

@@ -7,9 +7,11 @@ under another package name) and times them interleaved, round by round, on
 the seed case's redefined closure, every call a cache hit: each call waited
 for (``block_until_ready``, as in ``seed.py``), a loop of calls waited for at
 the end, and the observability case's hit path (explanations off, as
-``observability.py`` times it); and two hits that take the full walk, which
-the seed's fast path skips: a closure over a dict of 100 arrays, and nested
-functions over a dict. Reports per call the median over rounds for
+``observability.py`` times it); and hits over containers, which the fast
+path re-checked only from 2026-12 on (before, they took the full walk): a
+closure over a dict of 100 arrays, nested functions over a dict, and a
+closure over a list of 100 plain objects (logits processors, four
+attributes each). Reports per call the median over rounds for
 each, and the ratio current / baseline. Writes
 ``benchmarks/results/ab-<backend>.{json,md}``. Not part of ``python -m benchmarks``.
 """
@@ -35,8 +37,9 @@ CASES = {
     "each_call_waited": "hit, each call waited for",
     "loop_waited_at_end": "hits in a loop, waited for at the end",
     "observability_explain_off": "observability hit path, explain off",
-    "full_walk_dict": "full walk: closure over a dict of 100 arrays",
-    "full_walk_nested": "full walk: nested functions over a dict",
+    "dict": "closure over a dict of 100 arrays",
+    "nested": "nested functions over a dict",
+    "objects": "closure over a list of 100 plain objects",
 }
 
 
@@ -61,6 +64,26 @@ def _nested_outer(stable_jit):
 
         def inner(x):
             return helper(x) + cfg["shift"]
+
+        return stable_jit(inner)(x)
+
+    return outer
+
+
+class _Processor:
+    def __init__(self, i):
+        self.name = f"processor-{i}"
+        self.temperature = 1.0 + (i % 7) / 100
+        self.top_k = 50 + i % 3
+        self.enabled = i % 5 != 0
+
+
+def _objects_outer(stable_jit):
+    processors = [_Processor(i) for i in range(100)]
+
+    def outer(x):
+        def inner(x):
+            return x * sum(p.temperature for p in processors if p.enabled)
 
         return stable_jit(inner)(x)
 
@@ -100,7 +123,11 @@ def main():
         variants[f"observability_explain_off @ {which}"] = _harness.hit_batch(
             outer, a, N, mod.config
         )
-        for case, make in (("full_walk_dict", _dict_outer), ("full_walk_nested", _nested_outer)):
+        for case, make in (
+            ("dict", _dict_outer),
+            ("nested", _nested_outer),
+            ("objects", _objects_outer),
+        ):
             walked = make(mod.stable_jit)
             walked(a).block_until_ready()  # warm up
             variants[f"{case} @ {which}"] = _loop(walked, a)

@@ -42,3 +42,13 @@ def limit():
 
 
 jax.config.update("jax_enable_x64", False)
+
+
+@pytest.fixture(params=["interpreted", "compiled"])
+def record_checks(request, monkeypatch):
+    """The fast path's records checked guard by guard, or compiled into one
+    function at their first match (see stablejit's checker): both must mean
+    the same."""
+    after = 10**9 if request.param == "interpreted" else 1
+    monkeypatch.setattr("stablejit._fingerprint.fastpath.COMPILE_AFTER", after)
+    return request.param

@@ -214,6 +214,33 @@ def make(c0, c1):
     return f
 """
 NAMES_NESTED = ["G0", "c0", "c1"]
+
+# Containers and plain objects (a params dict, a list of logits processors),
+# which the fast path re-checks item by item, in bulk, or compiled: ``c1`` is
+# an attribute of an object the closure holds in a list, rebound in place.
+SOURCE_CONTAINERS = """
+class Obj:
+    def __init__(self, v):
+        self.v = v
+        self.tag = "t"
+
+
+def make(c0, c1):
+    box = Obj(c1)
+    objs = [box, Obj(2.5)]
+    cfg = {"scale": 2.0, "parts": (1, [3, "s"], {"k": -0.0})}
+
+    def f(x):
+        if isinstance(x, jax.core.Tracer):
+            T.append(1)
+        acc = x * P(G0) + P(c0) + cfg["scale"] * P(cfg["parts"])
+        for i, o in enumerate(objs):
+            acc = acc + (i + 1) * P(o.v) + len(o.tag)
+        return acc
+
+    return f
+"""
+NAMES_CONTAINERS = ["G0", "c0", "c1"]
 numbers = st.one_of(
     st.sampled_from([0, 1, 3, -5, True, False]),
     st.sampled_from([0.5, 1.5, 0.0, -0.0, math.nan, 2.25]),
@@ -231,6 +258,7 @@ class Program:
         self.ns["__name__"] = "fuzz_program"
         exec(compile(source, "<fuzz program>", "exec"), self.ns)
         self.fast = source is not SOURCE
+        self.objects = source is SOURCE_CONTAINERS
         self.names = names
         self.lift = lift  # stable_jit's lift_scalars
         self.vals = dict(vals)
@@ -258,6 +286,8 @@ class Program:
             self.holder.v = value
         elif name == "c2":
             self.f.__defaults__ = (value,)
+        elif name == "c1" and self.objects:
+            _cell(self.f, "objs")[0].v = value  # the object's state, in place
         else:
             _set_cell(self.f, name, value)
 
@@ -281,6 +311,10 @@ class Program:
             return ("lifted", type(v)) if self.lift and type(v) is float else config(v)
 
         return (config(x), *(of(self.vals[n]) for n in self.names))
+
+
+def _cell(fn, name):
+    return fn.__closure__[fn.__code__.co_freevars.index(name)].cell_contents
 
 
 def _set_cell(fn, name, value) -> None:
@@ -333,6 +367,18 @@ FAST_PROGRAMS = {
     "nested": (SOURCE_NESTED, NAMES_NESTED, False),
     "lifted": (SOURCE_NESTED, NAMES_NESTED, True),
 }
+
+
+@settings.get_profile(PROFILE)
+@given(
+    vals=st.fixed_dictionaries({n: values for n in NAMES_CONTAINERS}),
+    steps=STEPS,
+    data=st.data(),
+)
+def test_container_and_object_programs_match_eager_and_trace_once_per_configuration(
+    record_checks, vals, steps, data
+):
+    _run(Program(vals, SOURCE_CONTAINERS, NAMES_CONTAINERS), values, steps, data)
 
 
 @pytest.mark.parametrize("program", list(FAST_PROGRAMS))

@@ -7,7 +7,9 @@ One idea per file, bottom to top:
 - ``sinks.py``: side channels, keyed by which object they are.
 - ``kind.py``: the ``Kind`` protocol, the key markers and the table of kinds.
 - ``parts.py``: a function's children in the one order every walk follows.
-- ``fastpath.py``: a redefined function's last key, re-checked by identity (records and slots).
+- ``guards.py``: what a child of a fast-path record must be (one guard class per kind of child).
+- ``checker.py``: a record's guards compiled into one straight-line function.
+- ``fastpath.py``: a redefined function's last key, re-checked by its guards (the records).
 - ``values.py``, ``objects.py``, ``containers.py``, ``callables.py``: the kinds, by family.
 - ``classify.py``: which kind a value is (the table filled, user and library kinds).
 - ``bake.py``: arrays a trace needs concretely, keyed by contents and baked in.

@@ -8,7 +8,8 @@ import jax
 
 from .._originals import JIT
 from .code import INFO, code_info
-from .fastpath import FAST_PATH_TRIES, FastPath, FunctionSlot, RefSlot, known_key, remember
+from .fastpath import FAST_PATH_TRIES, FastPath, known_key, remember
+from .guards import FunctionSlot, RefSlot
 from .kind import NO_SLOT, Kind, ref_key, ref_number
 from .parts import (
     ATTRIBUTES,

@@ -23,7 +23,7 @@ from jax.extend import core as _ext_core
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
 from .containers import Dict, List, Pytree, Set, Tuple, is_pytree_node
-from .kind import KEYS, LEAF_KIND, TABLE, TABLE_LOCK, Kind, register_kind
+from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
 from .objects import Object, plain_kind
 from .values import (
     Complex,
@@ -147,8 +147,7 @@ def register_user_kind(cls: type, kind: Kind | None) -> None:
             USER_KINDS[cls] = kind
         for t in [t for t in _CLASSIFIED | {cls} if issubclass(t, cls)]:
             _CLASSIFIED.discard(t)
-            TABLE.pop(t, None)
-            KEYS.pop(t, None)
+            forget_kind(t)
 
 
 def classify(v: Any) -> Kind:

@@ -10,8 +10,9 @@ import operator
 
 import jax
 
-from .fastpath import TupleSlot, slot_of
-from .kind import NO_SLOT, Kind, keys
+from .fastpath import slot_of
+from .guards import DictSlot, ListSlot, RefSlot, TupleSlot
+from .kind import NO_SLOT, Kind, keys, ref_key, ref_number
 from .objects import attributes, not_a_pytree
 from .sinks import sink_key, sink_of
 from .slots import ITEM
@@ -59,6 +60,13 @@ class List(Kind):
             return ref
         return (list, keys(w, v))
 
+    def slot(self, v, k, records):
+        n = ref_number(k)
+        if n is not None:
+            return RefSlot(n)
+        items = item_slots(v, k[1], records)
+        return NO_SLOT if items is NO_SLOT else ListSlot(items)
+
     def rebuild(self, r, v, i):
         walk = r.walk
         if r.in_place:
@@ -89,13 +97,25 @@ class Dict(Kind):
         seen = w.seen
         ref = seen.get(id(v))
         if ref is not None:
-            return ("ref", ref)
+            return ref_key(ref)
         seen[id(v)] = len(seen)
         skip = sink_of(w, v)
         if skip:
             kept = [k for k in v if k not in skip]
             return (dict, sink_key(v), keys(w, kept), keys(w, [v[k] for k in kept]))
         return (dict, keys(w, v), keys(w, v.values()))
+
+    def slot(self, v, k, records):
+        n = ref_number(k)
+        if n is not None:
+            return RefSlot(n)
+        names = tuple(v)
+        # Only string keys (parameter names, attributes), keyed as themselves;
+        # and no side channels among the items (their key has a fourth part).
+        if len(k) != 3 or not all(type(x) is str for x in names):
+            return NO_SLOT
+        items = item_slots(v.values(), k[2], records)
+        return NO_SLOT if items is NO_SLOT else DictSlot(names, items)
 
     def rebuild(self, r, v, i):
         walk = r.walk
@@ -265,7 +285,13 @@ def _is_namedtuple(v) -> bool:
     return same and treedef.node_data()[1] is None
 
 
+def item_slots(values, item_keys: tuple, records):
+    """The slots of ``values`` keyed ``item_keys``, or NO_SLOT if one has none."""
+    items = tuple([slot_of(x, ik, records) for x, ik in zip(values, item_keys, strict=True)])
+    return NO_SLOT if any(x is NO_SLOT for x in items) else items
+
+
 def items_slot(v: tuple, item_keys: tuple, records):
     """A tuple of ``v``'s type whose items fit the slots of ``v``'s items."""
-    items = tuple([slot_of(x, ik, records) for x, ik in zip(v, item_keys, strict=True)])
-    return NO_SLOT if NO_SLOT in items else TupleSlot(type(v), items)
+    items = item_slots(v, item_keys, records)
+    return NO_SLOT if items is NO_SLOT else TupleSlot(type(v), items)

@@ -5,27 +5,31 @@ dict and the same immutable values, new arrays, and other such functions (an
 optax optimiser is closures of closures in NamedTuples). Per code object, the
 last key is kept with what each child of the function was (a *record*); a
 later function of that code whose children are again the very same objects,
-arrays, or functions and tuples that fit in turn, has that key, found without
-a walk. Anything else takes the full walk (see :mod:`.walk`).
+arrays, or functions, tuples, lists, string-keyed dicts and plain objects
+that fit in turn, has that key, found without a walk: containers are
+re-checked item by item against what the key was built from, by identity
+first, never re-keyed. Anything else takes the full walk (see :mod:`.walk`).
 
-What a child must be is each kind's say (``Kind.slot``); this module holds
-the records and the slots they are made of.
+What a child must be is each kind's say (``Kind.slot``), as one of the
+guards of :mod:`.guards`; this module holds the records, which a record that
+keeps matching has compiled (:mod:`.checker`).
 """
 
 from __future__ import annotations
 
-import types
-import weakref
-
-from .._markers import sentinel
+from .checker import compile_match
 from .code import FastRecords
-from .kind import LEAF, LEAF_KIND, LIFTED_SCALAR, MISSING, NO_SLOT, TABLE
+from .guards import ATOM_TYPES, LEAF_SLOT, SEEN_SLOTS, LiftedSlot, slot_fits
+from .kind import LEAF, LIFTED_SCALAR, MISSING, NO_SLOT, TABLE
 from .parts import CELL, DEFAULTS, GLOBAL, KWDEFAULTS, SUNK
 from .sinks import is_sink_key
 
 FAST_PATH_TRIES = 8
 """Failed fast-path builds after which a code object's functions stop trying
-(one whose children are dicts, lists or objects never qualifies)."""
+(one whose children the slots cannot re-check never qualifies)."""
+
+COMPILE_AFTER = 4
+"""Matches after which a record's checks are compiled into one function."""
 
 KEPT_RECORDS = 4
 """Records kept per code object. One code keyed at several places of one
@@ -61,106 +65,6 @@ def remember(fast: FastRecords, record) -> None:
     fast.front = record
 
 
-LEAF_SLOT = sentinel("leaf slot")
-"""The slot of an array: any array may stand there."""
-ATOM_TYPES = frozenset({int, bool, float, complex, str, bytes, type(None)})
-
-
-def _same_atom(v, expected) -> bool:
-    """Whether ``v`` has the key of the atom ``expected`` (an equal scalar
-    computed anew, such as a learning rate, is another object)."""
-    t = type(expected)
-    if type(v) is not t or t not in ATOM_TYPES:
-        return False
-    # repr tells -0.0 from 0.0 and makes NaN equal itself, as the key does.
-    return repr(v) == repr(expected) if t is float or t is complex else v == expected
-
-
-def _fits(v, expected, leaves, sinks, seen) -> bool:
-    """Whether ``v`` may stand where a fast-path record saw ``expected`` (not
-    ``v`` itself): another array for an array (appended to ``leaves``), an
-    equal atom, or a nested function or tuple whose own children fit."""
-    if expected is LEAF_SLOT and TABLE.get(type(v)) is LEAF_KIND:
-        leaves.append(v)
-        return True
-    if type(expected) in _CHECKED_SLOTS:
-        return expected.fits(v, leaves, sinks, seen)
-    return _same_atom(v, expected)
-
-
-class FunctionSlot:
-    """A nested function (optax's and blackjax's closures of closures): one
-    of the same code, re-checked by the record that keyed the function seen
-    there (functions of one code at several places, as in optax's chain,
-    each keep their own)."""
-
-    __slots__ = ("code", "record")
-
-    def __init__(self, code, record):
-        # Weakly: records of codes that hold each other's functions must not
-        # keep those codes alive (a dead code matches nothing).
-        self.code, self.record = weakref.ref(code), record
-
-    def fits(self, v, leaves, sinks, seen) -> bool:
-        if type(v) is not types.FunctionType or v.__code__ is not self.code():
-            return False
-        # Numbered as the walk numbers functions; a second visit would be a
-        # back reference there, so it is not a match here.
-        if id(v) in seen:
-            return False
-        seen[id(v)] = len(seen)
-        return self.record.match(v, leaves, sinks, seen) is not None
-
-
-class TupleSlot:
-    """A tuple or NamedTuple of this type whose items fit these slots."""
-
-    __slots__ = ("type", "items")
-
-    def __init__(self, tp, items):
-        self.type, self.items = tp, items
-
-    def fits(self, v, leaves, sinks, seen) -> bool:
-        if type(v) is not self.type or len(v) != len(self.items):
-            return False
-        for x, expected in zip(v, self.items, strict=True):
-            if x is not expected and not _fits(x, expected, leaves, sinks, seen):
-                return False
-        return True
-
-
-class RefSlot:
-    """The object the walk numbered ``n``: a back reference (optax's chain
-    holds the same functions in two places)."""
-
-    __slots__ = ("n",)
-
-    def __init__(self, n):
-        self.n = n
-
-    def fits(self, v, leaves, sinks, seen) -> bool:
-        return seen.get(id(v), -1) == self.n
-
-
-class LiftedSlot:
-    """A number of this type, lifted to an input (``lift_scalars=True``)."""
-
-    __slots__ = ("type",)
-
-    def __init__(self, tp):
-        self.type = tp
-
-    def fits(self, v, leaves, sinks, seen) -> bool:
-        if type(v) is not self.type:
-            return False
-        leaves.append(v)
-        return True
-
-
-_SEEN_SLOTS = (FunctionSlot, TupleSlot, RefSlot)  # may read or number ``seen``
-_CHECKED_SLOTS = (*_SEEN_SLOTS, LiftedSlot)
-
-
 class FastPath:
     """A record: the last key of a function of one code object, and what each
     of its children must be for that key to stand (see the module's
@@ -181,6 +85,9 @@ class FastPath:
         "entries",
         "nested",
         "lift",
+        "match",
+        "hits",
+        "__weakref__",
     )
 
     @classmethod
@@ -225,16 +132,29 @@ class FastPath:
         # Nested slots number the functions they match, as a walk would, so
         # that back references (absolute numbers in ``key``, each re-checked
         # by a RefSlot) count the same either way.
-        self.nested = any(type(x) in _SEEN_SLOTS for x in (*(s for _, s in checks), *cells))
+        self.nested = any(type(x) in SEEN_SLOTS for x in (*(s for _, s in checks), *cells))
         # The walk's lift_scalars (None or True): it decides the keys of numbers.
         self.lift = w.lift
         w.records[id(fn)] = self
         # Cache entries of ``key``, per stable_jit options: lets a call skip
         # hashing the key (see StableJitted.__call__).
         self.entries = {}
+        # ``match``: interpreted, counting, until the record has proved
+        # itself; then compiled (see :mod:`.checker`), as a record matched
+        # once only (a value that changes on every call) is not worth it.
+        self.hits = 0
+        self.match = self._counting
         return self
 
-    def match(self, fn, leaves, sinks, seen=None):
+    def _counting(self, fn, leaves, sinks, seen=None):
+        key = self.interpret(fn, leaves, sinks, seen)
+        if key is not None:
+            self.hits += 1
+            if self.hits == COMPILE_AFTER:
+                self.match = compile_match(self)
+        return key
+
+    def interpret(self, fn, leaves, sinks, seen=None):
         """``fn``'s key if the checks hold (its leaves appended to ``leaves``,
         nested functions numbered in ``seen`` as a walk would), else None."""
         if (
@@ -254,7 +174,7 @@ class FastPath:
             v = g.get(name, MISSING)
             if v is MISSING:
                 v = fn.__builtins__.get(name, MISSING)
-            if v is not expected and not _fits(v, expected, leaves, sinks, seen):
+            if v is not expected and not slot_fits(v, expected, leaves, sinks, seen):
                 return self._fail(leaves, n, seen, n_seen)
         cells = self.cells
         if not cells:  # (a zip here would cost more than everything above)
@@ -265,7 +185,7 @@ class FastPath:
                 v = closure[i].cell_contents
             except ValueError:
                 v = MISSING
-            if v is not expected and not _fits(v, expected, leaves, sinks, seen):
+            if v is not expected and not slot_fits(v, expected, leaves, sinks, seen):
                 return self._fail(leaves, n, seen, n_seen)
         return self.key
 

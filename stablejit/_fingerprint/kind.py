@@ -133,6 +133,9 @@ TABLE: dict[type, Kind] = {}
 """Exact type → its kind (filled by :mod:`.classify`, and per type as met)."""
 KEYS: dict[type, Any] = {}
 """``TABLE`` with each kind's bound ``key`` method: the hot path's dispatch."""
+LEAF_TYPES: set[type] = set()
+"""The types whose kind is :data:`LEAF_KIND`: lets the fast path check a
+container of arrays in one C-level pass (``LEAF_TYPES.issuperset(map(type, …))``)."""
 TABLE_LOCK = threading.Lock()
 
 
@@ -141,6 +144,17 @@ def register_kind(cls: type, kind: Kind) -> None:
     with TABLE_LOCK:
         TABLE[cls] = kind
         KEYS[cls] = kind.key
+        if kind is LEAF_KIND:
+            LEAF_TYPES.add(cls)
+        else:
+            LEAF_TYPES.discard(cls)
+
+
+def forget_kind(cls: type) -> None:
+    """Drops ``cls``'s kind, to be classified anew (the caller holds TABLE_LOCK)."""
+    TABLE.pop(cls, None)
+    KEYS.pop(cls, None)
+    LEAF_TYPES.discard(cls)
 
 
 def keys(w: Walker, values) -> tuple:

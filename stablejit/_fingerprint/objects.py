@@ -20,7 +20,9 @@ import xxhash
 
 from .._markers import IdRef
 from .._registry import Memo
-from .kind import MISSING, TABLE, Kind
+from .fastpath import slot_of
+from .guards import DictSlot, ObjectSlot, RefSlot
+from .kind import MISSING, NO_SLOT, TABLE, Kind, ref_number
 from .sinks import sink_of
 from .slots import ATTR, ITEM
 from .values import Scalar
@@ -143,6 +145,17 @@ class Object(Kind):
 
     def node_token(self, v):
         return IdRef(type(v))
+
+    def slot(self, v, k, records):
+        n = ref_number(k)
+        if n is not None:
+            return RefSlot(n)
+        # Re-checked through its __dict__ alone: kinds that derive or skip
+        # attributes, or keep some in slots, take the walk.
+        if type(self) is not Object or self.derived or self.skip or self.slots:
+            return NO_SLOT
+        state = slot_of(object.__getattribute__(v, "__dict__"), k[1], records)
+        return ObjectSlot(type(v), self, state) if type(state) is DictSlot else NO_SLOT
 
     def rebuild(self, r, v, i):
         d, slots = self._state(v)

@@ -21,7 +21,7 @@ from jax import core
 
 from . import bake, sinks
 from .classify import classify
-from .kind import KEYS, TABLE
+from .kind import KEYS, TABLE, ref_key
 from .slots import Slot
 
 _LOG = logging.getLogger("stablejit")
@@ -74,7 +74,7 @@ class KeyWalker:
         seen = self.seen
         ref = seen.get(id(v))
         if ref is not None:
-            return ("ref", ref)
+            return ref_key(ref)
         seen[id(v)] = len(seen)
         return None
 

@@ -1,0 +1,256 @@
+"""Compiles a fast-path record's guards into one straight-line Python function.
+
+A record re-checked slot by slot costs a Python call per slot (and per item
+of a container), which is most of a hit's time for a closure over a params
+dict or a chain of optax closures. As TorchDynamo does with its guards, a
+record that keeps matching gets its checks written out as the source of one
+function — type and length tests, identity tests against constants, one
+C-level pass over a container of arrays — and compiled once. The result
+means exactly what the record's interpreted ``match`` means (the guards in
+:mod:`.guards`); what the generator has no code for, or what would make the
+function long, is a call of that guard's own ``fits``.
+
+The generated function takes ``(fn, leaves, sinks, seen=None)`` and returns
+the record's key, or None after undoing what it appended and numbered.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from itertools import count
+
+from .guards import (
+    ATOM_TYPES,
+    LEAF_SLOT,
+    LEAVES,
+    SAME,
+    DictSlot,
+    FunctionSlot,
+    LiftedSlot,
+    ListSlot,
+    ObjectSlot,
+    RefSlot,
+    TupleSlot,
+    get_attr,
+    same_atom,
+    same_names,
+)
+from .kind import LEAF_TYPES, MISSING, TABLE
+
+INLINE_ITEMS = 200
+"""Items written out one by one per record; past that, containers are
+checked by their guards' own code (a record over thousands of items
+compiles to a short loop, not thousands of lines)."""
+
+_FAIL = "return _fail(leaves, n, seen, n_seen)"
+
+
+class _Writer:
+    """The source being written: lines, constants, and names for both."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.consts: dict[str, object] = {
+            "_fail": _undo,
+            "_is": operator.is_,
+            "_LEAF_TYPES": LEAF_TYPES,
+            "_TABLE": TABLE,
+            "_MISSING": MISSING,
+            "_Function": types.FunctionType,
+            "_get": get_attr,
+            "_same_atom": same_atom,
+            "_same_names": same_names,
+        }
+        self.names = count()
+        self.budget = INLINE_ITEMS
+        # Globals already checked in this function, where the very object is
+        # expected: nested functions of one module read one globals dict
+        # (checked to be that very dict), so ``jnp`` is checked once.
+        self.globals_checked: set[tuple[int, str, int]] = set()
+        self.sinks_checked: set[int] = set()
+
+    def const(self, obj) -> str:
+        name = f"_c{next(self.names)}"
+        self.consts[name] = obj
+        return name
+
+    def var(self) -> str:
+        return f"v{next(self.names)}"
+
+    def line(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    def fail_if(self, indent: int, cond: str) -> None:
+        self.line(indent, f"if {cond}:")
+        self.line(indent + 1, _FAIL)
+
+
+def _undo(leaves, n, seen, n_seen) -> None:
+    # Undo what a partial match added, so the walk that follows starts clean.
+    del leaves[n:]
+    while seen is not None and len(seen) > n_seen:
+        seen.popitem()
+    return None
+
+
+def _number(w: _Writer, i: int, v: str) -> None:
+    """``v`` numbered as the walk numbers a list, dict or object met first."""
+    w.line(i, f"seen[id({v})] = len(seen)")
+
+
+def _items(w: _Writer, i: int, slot, v: str, values: str, getters) -> None:
+    """The items of container ``v`` (``values``: an expression iterating
+    them; ``getters``: an expression per item)."""
+    mode = slot.mode
+    if mode is LEAVES:
+        w.fail_if(i, f"not _LEAF_TYPES.issuperset(map(type, {values}))")
+        w.line(i, f"leaves.extend({values})")
+        return
+    s = w.const(slot)
+    if mode is SAME:
+        same = f"all(map(_is, {values}, {w.const(slot.items)}))"
+        w.fail_if(i, f"not {same} and not {s}.items_fit({values}, leaves, sinks, seen)")
+        return
+    if len(slot.items) > w.budget or slot.objects is not None:
+        w.fail_if(i, f"not {s}.items_fit({values}, leaves, sinks, seen)")
+        return
+    w.budget -= len(slot.items)
+    for get, item in zip(getters, slot.items, strict=True):
+        x = w.var()
+        w.line(i, f"{x} = {get}")
+        _emit(w, i, item, x)
+
+
+def _emit(w: _Writer, i: int, slot, v: str) -> None:
+    """Lines that fail unless the value in variable ``v`` fits ``slot``."""
+    t = type(slot)
+    if slot is LEAF_SLOT:
+        w.fail_if(i, f"type({v}) not in _LEAF_TYPES")
+        w.line(i, f"leaves.append({v})")
+    elif t in ATOM_TYPES:
+        c = w.const(slot)
+        w.fail_if(i, f"{v} is not {c} and not _same_atom({v}, {c})")
+    elif t is TupleSlot:
+        n = len(slot.items)
+        w.fail_if(i, f"type({v}) is not {w.const(slot.type)} or len({v}) != {n}")
+        _items(w, i, slot, v, v, [f"{v}[{k}]" for k in range(n)])
+    elif t is ListSlot:
+        n = len(slot.items)
+        w.fail_if(i, f"type({v}) is not list or len({v}) != {n}")
+        w.fail_if(i, f"id({v}) in seen or (sinks and id({v}) in sinks)")
+        _number(w, i, v)
+        _items(w, i, slot, v, v, [f"{v}[{k}]" for k in range(n)])
+    elif t is DictSlot:
+        keys = w.const(slot.keys)
+        w.fail_if(i, f"type({v}) is not dict or len({v}) != {len(slot.keys)}")
+        w.fail_if(i, f"not all(map(_is, {v}, {keys})) and not _same_names({v}, {keys})")
+        w.fail_if(i, f"id({v}) in seen or (sinks and id({v}) in sinks)")
+        _number(w, i, v)
+        getters = [f"{v}[{w.const(k)}]" for k in slot.keys]
+        _items(w, i, slot, v, f"{v}.values()", getters)
+    elif t is ObjectSlot:
+        cls = w.const(slot.cls)
+        w.fail_if(
+            i,
+            f"type({v}) is not {cls} or id({v}) in seen or _TABLE.get({cls}) is not "
+            f"{w.const(slot.kind)}",
+        )
+        _number(w, i, v)
+        d = w.var()
+        w.line(i, f"{d} = _get({v}, '__dict__')")
+        _emit(w, i, slot.state, d)
+    elif t is FunctionSlot:
+        code = w.const(slot.code)
+        w.fail_if(i, f"type({v}) is not _Function or {v}.__code__ is not {code}()")
+        w.fail_if(i, f"id({v}) in seen")
+        _number(w, i, v)
+        record = slot.record
+        if _size(record) <= w.budget:  # its checks inline: no call per nested function
+            w.budget -= _size(record)
+            _emit_record(w, i, record, v)
+        else:
+            w.fail_if(i, f"{w.const(record)}.match({v}, leaves, sinks, seen) is None")
+    elif t is RefSlot:
+        w.fail_if(i, f"seen.get(id({v}), -1) != {slot.n}")
+    elif t is LiftedSlot:
+        w.fail_if(i, f"type({v}) is not {w.const(slot.type)}")
+        w.line(i, f"leaves.append({v})")
+    else:  # a value keyed by identity (a sink, a library's jitted function)
+        w.fail_if(i, f"{v} is not {w.const(slot)}")
+
+
+def _emit_record(w: _Writer, i: int, record, fn: str) -> None:
+    """Lines that fail unless function ``fn`` fits ``record``'s checks (those
+    of a nested function's record written out in its parent's function)."""
+    header = (
+        f"id({fn}.__globals__) != {record.g_id} or id({fn}.__builtins__) != {record.b_id} "
+        f"or {fn}.__defaults__ is not {w.const(record.defaults)} "
+        f"or {fn}.__kwdefaults__ is not {w.const(record.kwdefaults)} or {fn}.__dict__"
+    )
+    if id(record.sinks) not in w.sinks_checked:
+        header += f" or sinks is not {w.const(record.sinks)}"
+        w.sinks_checked.add(id(record.sinks))
+    w.fail_if(i, header)
+    todo = []
+    for name, slot in record.globals:
+        once = type(slot) in ATOM_TYPES or not _checks_inside(slot)
+        done = (record.g_id, name, id(slot))
+        if not (once and done in w.globals_checked):
+            todo.append((name, slot))
+            if once:
+                w.globals_checked.add(done)
+    if todo:
+        g, b = w.var(), w.var()
+        w.line(i, f"{g}, {b} = {fn}.__globals__, {fn}.__builtins__")
+        for name, slot in todo:
+            v = w.var()
+            w.line(i, f"{v} = {g}.get({name!r}, _MISSING)")
+            w.line(i, f"if {v} is _MISSING:")
+            w.line(i + 1, f"{v} = {b}.get({name!r}, _MISSING)")
+            _emit(w, i, slot, v)
+    if record.cells:
+        c = w.var()
+        w.line(i, f"{c} = {fn}.__closure__")
+        for k, slot in enumerate(record.cells):
+            v = w.var()
+            w.line(i, "try:")
+            w.line(i + 1, f"{v} = {c}[{k}].cell_contents")
+            w.line(i, "except ValueError:")
+            w.line(i + 1, f"{v} = _MISSING")
+            _emit(w, i, slot, v)
+
+
+def _checks_inside(slot) -> bool:
+    """Whether checking ``slot`` does more than compare identity (collects
+    leaves, numbers or re-checks children): such checks run at every place."""
+    return slot is LEAF_SLOT or type(slot) in (
+        TupleSlot,
+        ListSlot,
+        DictSlot,
+        ObjectSlot,
+        FunctionSlot,
+        RefSlot,
+        LiftedSlot,
+    )
+
+
+def _size(record) -> int:
+    return 1 + len(record.globals) + len(record.cells)
+
+
+def compile_match(record):
+    """``record``'s checks (see :class:`.fastpath.FastPath`) as one function
+    of ``(fn, leaves, sinks, seen=None)`` returning its key or None."""
+    w = _Writer()
+    w.budget -= _size(record)
+    w.line(1, "n, n_seen = len(leaves), (len(seen) if seen is not None else 0)")
+    if record.nested:
+        w.line(1, "if seen is None:")
+        w.line(2, "seen = {id(fn): 0}")  # a walk from ``fn`` numbers it first
+    _emit_record(w, 1, record, "fn")
+    w.line(1, f"return {w.const(record.key)}")
+    source = "def match(fn, leaves, sinks, seen=None):\n" + "\n".join(w.lines) + "\n"
+    namespace = dict(w.consts)
+    exec(compile(source, "<stablejit fast-path record>", "exec"), namespace)  # noqa: S102
+    return namespace["match"]

@@ -1,0 +1,275 @@
+"""The fast path over containers and objects: params dicts, lists of plain objects, configs.
+
+A redefined closure over a dict of arrays or a list of objects is re-checked against what its
+last key was built from (identity first, containers of arrays in one pass, lists of objects in
+bulk), never re-keyed. Each test runs with the record's checks interpreted and compiled, and
+fails if a shortcut equates two values that key differently.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from stablejit import stable_jit
+
+_TRACED: list = []
+
+
+def _traced() -> None:
+    # A global list: a side channel the fast path allows (see test_fastpath).
+    _TRACED.append(None)
+
+
+@pytest.fixture
+def traced(record_checks):
+    n = len(_TRACED)
+    return lambda: len(_TRACED) - n
+
+
+@pytest.fixture
+def walks(monkeypatch):
+    """Counts full walks: calls that the fast path did not serve."""
+    import stablejit._runtime.jitted as jitted
+
+    count = [0]
+    real = jitted.call_key
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jitted, "call_key", counting)
+    return lambda: count[0]
+
+
+def _weighted(d):
+    # Position matters: a dict iterated in another order gives another result.
+    return sum((i + 1) * v for i, v in enumerate(d.values()))
+
+
+def test_closure_over_a_params_dict_hits_without_a_walk_and_sees_new_arrays(traced, walks):
+    def step(params, x):
+        def f(x):
+            _traced()
+            return x * params["layer"]["w"] + _weighted(params["layer"]) + params["b"]
+
+        return stable_jit(f)(x)
+
+    x = jnp.arange(3.0)
+    for i in range(12):
+        params = {
+            "layer": {"w": jnp.full(3, float(i)), "v": jnp.ones(3) * i},
+            "b": jnp.zeros(3) + i,
+        }
+        want = x * i + (i + 2 * i) + i
+        np.testing.assert_allclose(step(params, x), want)
+    assert traced() == 1
+    assert walks() <= 3  # the first calls build the record; the rest are served by it
+
+
+def test_a_dict_in_another_insertion_order_retraces(traced):
+    def call(d, x):
+        def f(x):
+            _traced()
+            return x * _weighted(d)
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    for _ in range(6):
+        np.testing.assert_allclose(call({"a": 1.0, "b": 10.0}, x), x * 21.0)
+    for _ in range(6):
+        np.testing.assert_allclose(call({"b": 10.0, "a": 1.0}, x), x * 12.0)
+    assert traced() == 2
+
+    def by_name(d, x):
+        def f(x):
+            _traced()
+            return x * (_weighted(d) + 1000 * d["a"])
+
+        return stable_jit(f)(x)
+
+    one, ten = jnp.ones(2), jnp.ones(2) * 10  # arrays of one signature: checked by type alone
+    for _ in range(6):
+        np.testing.assert_allclose(by_name({"a": one, "b": ten}, x), x * 1021.0)
+    for _ in range(6):
+        np.testing.assert_allclose(by_name({"b": ten, "a": one}, x), x * 1012.0)
+    assert traced() == 4
+
+
+def test_an_equal_number_of_another_type_retraces(traced):
+    def call(d, x):
+        def f(x):
+            _traced()
+            return x * d["k"]
+
+        return stable_jit(f)(x)
+
+    x = jnp.arange(3, dtype=jnp.int32)
+    for v in [1, 1, 1, 1.0, 1.0, True, True, 1, 1.0]:
+        out = call({"k": v}, x)
+        want = x * v
+        assert out.dtype == want.dtype, (v, out.dtype, want.dtype)
+        np.testing.assert_array_equal(out, want)
+    assert traced() == 3
+
+
+def test_new_but_equal_string_keys_hit_and_a_string_subclass_key_retraces(traced):
+    class Name(str):
+        pass
+
+    def call(d, x):
+        def f(x):
+            _traced()
+            return x + sum(d.values())
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    for _ in range(6):
+        np.testing.assert_allclose(call({"".join(["sc", "ale"]): 2.0}, x), x + 2.0)
+    assert traced() == 1
+    np.testing.assert_allclose(call({Name("scale"): 2.0}, x), x + 2.0)
+    assert traced() == 2
+
+
+class Processor:
+    def __init__(self, scale, name):
+        self.scale = scale
+        self.name = name
+
+
+def _apply(processors, x):
+    for p in processors:
+        x = x * p.scale + len(p.name)
+    return x
+
+
+def test_an_object_mutated_in_place_retraces_and_an_equal_new_value_does_not(traced, walks):
+    processors = [Processor(2.0, "a"), Processor(0.5, "bb"), Processor(3.0, "c")]
+
+    def call(x):
+        def f(x):
+            _traced()
+            return _apply(processors, x)
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    for _ in range(8):
+        np.testing.assert_allclose(call(x), _apply(processors, x))
+    assert traced() == 1
+    processors[1].scale = 4.0  # in place: the key changes
+    for _ in range(4):
+        np.testing.assert_allclose(call(x), _apply(processors, x))
+    assert traced() == 2
+    processors[1].scale = float("4.0")  # an equal number, another object: the same key
+    processors[2].name = "".join(["", "c"])
+    for _ in range(4):
+        np.testing.assert_allclose(call(x), _apply(processors, x))
+    assert traced() == 2
+    processors[0].extra = 1  # a new attribute: another state
+    np.testing.assert_allclose(call(x), _apply(processors, x))
+    assert traced() == 3
+    walks_before = walks()
+    for _ in range(6):
+        call(x)
+    assert walks() - walks_before <= 2
+
+
+def test_the_same_object_twice_is_a_back_reference_not_a_match(traced):
+    a, b = Processor(2.0, "a"), Processor(2.0, "a")
+
+    def call(processors, x):
+        def f(x):
+            _traced()
+            return _apply(processors, x)
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    for _ in range(6):
+        np.testing.assert_allclose(call([a, b], x), _apply([a, b], x))
+    assert traced() == 1
+    for _ in range(3):
+        np.testing.assert_allclose(call([a, a], x), _apply([a, a], x))
+    assert traced() == 2  # [a, a] keys its second item as a back reference
+
+
+def test_a_list_that_grows_and_an_object_of_another_class_retrace(traced):
+    class Other(Processor):
+        pass
+
+    def call(processors, x):
+        def f(x):
+            _traced()
+            return _apply(processors, x)
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    ps = [Processor(2.0, "a")]
+    for _ in range(5):
+        np.testing.assert_allclose(call(ps, x), _apply(ps, x))
+    ps.append(Processor(1.0, "b"))
+    for _ in range(5):
+        np.testing.assert_allclose(call(ps, x), _apply(ps, x))
+    ps[0] = Other(2.0, "a")
+    for _ in range(5):
+        np.testing.assert_allclose(call(ps, x), _apply(ps, x))
+    assert traced() == 3
+
+
+def test_a_numpy_array_in_a_dict_mutated_in_place_is_seen(traced):
+    table = {"w": np.ones(3, np.float32)}
+
+    def call(x):
+        def f(x):
+            _traced()
+            return x * table["w"]
+
+        return stable_jit(f)(x)
+
+    x = jnp.arange(3.0)
+    for i in range(8):
+        table["w"][...] = i
+        np.testing.assert_allclose(call(x), x * i)
+    assert traced() == 1
+
+
+def test_a_dict_the_trace_writes_to_stays_a_side_channel(traced):
+    counts = {"n": 0}
+    params = {"w": jnp.ones(2)}
+
+    def call(x):
+        def f(x):
+            _traced()
+            counts["n"] += 1
+            return x * params["w"]
+
+        return stable_jit(f)(x)
+
+    x = jnp.arange(2.0)
+    for i in range(8):
+        params["w"] = jnp.full(2, float(i))
+        np.testing.assert_allclose(call(x), x * i)
+    assert traced() == 1 and counts["n"] == 1
+
+
+def test_a_tuple_of_mixed_items_in_a_list_in_a_dict(traced):
+    def call(cfg, x):
+        def f(x):
+            _traced()
+            scale, (offset, name) = cfg["parts"][0], cfg["parts"][1]
+            return x * scale + offset + len(name)
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    for i in range(6):
+        np.testing.assert_allclose(
+            call({"parts": [2.0, (jnp.ones(2) * i, "ab")]}, x), x * 2 + i + 2
+        )
+    np.testing.assert_allclose(call({"parts": [2.0, (jnp.ones(2), "abc")]}, x), x * 2 + 1 + 3)
+    np.testing.assert_allclose(call({"parts": [-0.0, (jnp.ones(2), "abc")]}, x), x * -0.0 + 4)
+    assert traced() == 3

@@ -172,7 +172,8 @@ fi
 step versions "${caps[0]}" "$py" -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
 # Behaviour first, on this JAX: timings of wrong results would mean nothing.
 step "core tests" "${caps[1]}" "$py" -m pytest -q -p no:cacheprovider "${stop_early[@]}" tests/test_seed.py \
-    tests/test_staleness.py tests/test_callables.py tests/test_fastpath.py tests/test_side_channels.py
+    tests/test_staleness.py tests/test_callables.py tests/test_fastpath.py tests/test_side_channels.py \
+    tests/test_fastpath_containers.py
 # Per-call overhead (seed, anchors, optax-step) and the fingerprint's scaling.
 step suite "${caps[2]}" "$py" -m benchmarks --device "$device" --rounds 9 --out "$results" \
     --only seed,anchors,optax-step,scaling

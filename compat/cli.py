@@ -29,6 +29,11 @@ def _parser() -> argparse.ArgumentParser:
         "--rerun", action="store_true", help="rerun even where a matching raw result exists"
     )
     p.add_argument(
+        "--shard",
+        help="I/N: run shard I of N (every N-th test file); a mode's shards are merged in the "
+        "summary once all N have run",
+    )
+    p.add_argument(
         "--setup-only", action="store_true", help="create the environment and sources, run nothing"
     )
     p.add_argument(
@@ -45,12 +50,23 @@ def _split(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
     return items
 
 
+def _shard(value: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise SystemExit(f"compat: --shard takes I/N (such as 2/8), got {value!r}") from None
+    if not 1 <= i <= n:
+        raise SystemExit(f"compat: --shard {value}: I must be between 1 and N")
+    return i, n
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     profile = "quick" if args.quick else "full"
     env = ENVS[args.env or DEFAULT_ENV[profile]]
     suites = _split(args.only, SUITES, "suite") if args.only else list(SUITES)
     modes = _split(args.modes, MODES, "mode")
+    shard = _shard(args.shard) if args.shard else None
     if args.report_only:
         print(report.write_summary(profile, env.name))
         return 0
@@ -78,10 +94,28 @@ def main(argv: list[str] | None = None) -> int:
         timeout = QUICK_TIMEOUT if profile == "quick" else suite.full_timeout
         for mode in modes:
             job = runner.Job(
-                suite, env.name, mode, profile, workdir, base, python, suite_versions, timeout
+                suite,
+                env.name,
+                mode,
+                profile,
+                workdir,
+                base,
+                python,
+                suite_versions,
+                timeout,
+                shard,
             )
+            if shard is not None and not job.targets()[0]:
+                print(
+                    f"[compat] {name}/{mode}: shard {args.shard} holds no test file",
+                    file=sys.stderr,
+                )
+                continue
             if not args.rerun and job.cached() is not None:
-                print(f"[compat] {name}/{mode}: reusing {job.raw_dir}/{mode}.json", file=sys.stderr)
+                print(
+                    f"[compat] {name}/{mode}: reusing {job.raw_dir}/{job.stem}.json",
+                    file=sys.stderr,
+                )
                 continue
             jobs.append(job)
     if args.setup_only:
@@ -94,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(job: runner.Job) -> None:
         print(
-            f"[compat] {job.suite.name}/{job.mode}: running (log {job.raw_dir}/{job.mode}.log)",
+            f"[compat] {job.suite.name}/{job.mode}: running (log {job.raw_dir}/{job.stem}.log)",
             file=sys.stderr,
             flush=True,
         )

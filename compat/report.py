@@ -21,13 +21,52 @@ def out_dir(profile: str) -> Path:
 
 
 def load(profile: str, env: str, suite: str) -> dict[str, dict]:
+    """Each mode's raw result: its one run, or its shards merged once a
+    complete set of them is there (the most recent complete set)."""
     raw = RESULTS / "raw" / profile / env / suite
     runs = {}
     for mode in MODES:
         path = raw / f"{mode}.json"
         if path.exists():
             runs[mode] = json.loads(path.read_text())
+            continue
+        sets: dict[int, dict[int, dict]] = {}
+        for shard in raw.glob(f"{mode}.shard-*of*.json"):
+            part = json.loads(shard.read_text())
+            i, n = part["shard"]
+            sets.setdefault(n, {})[i] = part
+        complete = [parts for n, parts in sets.items() if sorted(parts) == list(range(1, n + 1))]
+        if complete:
+            runs[mode] = merge(max(complete, key=lambda p: max(r["finished"] for r in p.values())))
     return runs
+
+
+def merge(parts: dict[int, dict]) -> dict:
+    """One raw result from a mode's shards: outcomes together, counts and
+    times summed, the stablejit revisions each shard ran against listed."""
+    runs = [parts[i] for i in sorted(parts)]
+    outcomes = {t: o for run in runs for t, o in run["outcomes"].items()}
+    census = {}
+    for run in runs:
+        for k, v in (run.get("census") or {}).items():
+            if isinstance(v, (int, float)):
+                census[k] = census.get(k, 0) + v
+    counts: dict[str, int] = {}
+    for outcome, _ in outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return {
+        **runs[0],
+        "shard": None,
+        "shards": len(runs),
+        "outcomes": outcomes,
+        "counts": dict(sorted(counts.items())),
+        "census": census or None,
+        "wall_s": round(sum(r["wall_s"] for r in runs), 1),
+        "returncode": max(r["returncode"] for r in runs),
+        "timed_out": any(r["timed_out"] for r in runs),
+        "finished": max(r["finished"] for r in runs),
+        "stablejit": sorted({r["stablejit"] for r in runs if r.get("stablejit")}),
+    }
 
 
 def _row(run: dict) -> dict:
@@ -146,6 +185,10 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in summary["versions"].items() if v)
     lines = [f"# {summary['suite']} on {summary['env']} ({summary['profile']} profile)", ""]
     lines += [f"Releases: {versions}.", ""]
+    for mode, run in runs.items():
+        if run.get("shards"):
+            revisions = ", ".join(run["stablejit"]) or "none"
+            lines += [f"`{mode}` ran in {run['shards']} shards (stablejit {revisions}).", ""]
     lines += _table([summary], with_suite=False)
     lines += [
         "",

@@ -5,6 +5,11 @@ Its raw result lands in ``compat/results/raw/<profile>/<env>/<suite>/<mode>.json
 pytest log and the per-test JSON lines (both gitignored). A raw result is
 reused while its ``key`` (releases, selection, deselections) is unchanged, so
 ``--only numpyro --modes jit`` compares against the stock run already there.
+
+A suite too long for one sitting runs in shards (``--shard I/N``): shard I
+takes every N-th of the suite's test files, in sorted order, and writes
+``<mode>.shard-IofN.json``; the report merges a mode's shards once all N are
+there (see :func:`compat.report.load`).
 """
 
 from __future__ import annotations
@@ -55,14 +60,27 @@ class Job:
     python: Path
     versions: dict[str, str | None]
     timeout: int
+    shard: tuple[int, int] | None = None
 
     @property
     def raw_dir(self) -> Path:
         return RESULTS / "raw" / self.profile / self.env / self.suite.name
 
+    @property
+    def stem(self) -> str:
+        """The raw result's file name, without its extension."""
+        return (
+            self.mode
+            if self.shard is None
+            else f"{self.mode}.shard-{self.shard[0]}of{self.shard[1]}"
+        )
+
     def targets(self) -> tuple[list[str], list[str]]:
         """(pytest arguments naming the tests, deselection arguments)."""
         paths, k = selection(self.suite, self.profile)
+        if self.shard is not None:
+            i, n = self.shard
+            paths = tuple(test_files(self.base, paths, self.suite.deselect)[i - 1 :: n])
         args = [self._path(p) for p in paths]
         if k:
             args += ["-k", k]
@@ -89,13 +107,21 @@ class Job:
         # reused only for the revision it ran against.
         revision = None if self.mode == "stock" else _stablejit_revision()
         blob = json.dumps(
-            [self.versions, paths, k, sorted(self.suite.deselect), plugin_available(), revision],
+            [
+                self.versions,
+                paths,
+                k,
+                sorted(self.suite.deselect),
+                plugin_available(),
+                revision,
+                *([list(self.shard)] if self.shard else []),
+            ],
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def cached(self) -> dict | None:
-        path = self.raw_dir / f"{self.mode}.json"
+        path = self.raw_dir / f"{self.stem}.json"
         if not path.exists():
             return None
         raw = json.loads(path.read_text())
@@ -108,9 +134,9 @@ class Job:
 def run(job: Job) -> dict:
     """Runs ``job`` (never more than its timeout) and writes its raw result."""
     job.raw_dir.mkdir(parents=True, exist_ok=True)
-    lines = job.raw_dir / f"{job.mode}.jsonl"
-    census = job.raw_dir / f"{job.mode}.census.json"
-    log = job.raw_dir / f"{job.mode}.log"
+    lines = job.raw_dir / f"{job.stem}.jsonl"
+    census = job.raw_dir / f"{job.stem}.census.json"
+    log = job.raw_dir / f"{job.stem}.log"
     for stale in (lines, census):
         stale.unlink(missing_ok=True)
     targets, drop = job.targets()
@@ -157,6 +183,7 @@ def run(job: Job) -> dict:
         "env": job.env,
         "mode": job.mode,
         "profile": job.profile,
+        "shard": list(job.shard) if job.shard else None,
         "key": job.key(),
         "versions": job.versions,
         "command": " ".join(cmd),
@@ -170,8 +197,22 @@ def run(job: Job) -> dict:
         "census": _census(census),
         "outcomes": outcomes,
     }
-    (job.raw_dir / f"{job.mode}.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
+    (job.raw_dir / f"{job.stem}.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     return raw
+
+
+def test_files(base: Path, paths: tuple[str, ...], deselect: dict[str, str]) -> list[str]:
+    """The test files under ``paths`` (relative to ``base``), sorted, less
+    deselected files and folders: what shards divide."""
+    out = set()
+    for rel in paths:
+        full = base / rel if rel else base
+        found = [full] if full.is_file() else [*full.rglob("test_*.py"), *full.rglob("*_test.py")]
+        out.update(str(f.relative_to(base)) for f in found)
+    dropped = [d for d in deselect if "::" not in d]
+    return sorted(
+        f for f in out if not any(f == d or f.startswith(d.rstrip("/") + "/") for d in dropped)
+    )
 
 
 def _read_outcomes(path: Path) -> dict[str, list[str]]:

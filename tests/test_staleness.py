@@ -311,3 +311,39 @@ def test_arrays_closed_over_in_pytree_metadata_are_lifted_not_baked(traces):
         f = stable_jit(lambda x, s=s: s.fn(x) + s.w)
         np.testing.assert_array_equal(f(jnp.ones(2)), [k + 1] * 2)
     assert traces.n == 1
+
+
+class _Tidy:
+    """An object whose kind leaves an attribute out of its key (as a library kind does)."""
+
+    def __init__(self, a, b):
+        self.a, self.b, self.junk = a, b, object()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known stale result: a filtered state's temporary dict id is reused in one walk",
+)
+def test_objects_keyed_through_a_filtered_state_are_not_mistaken_for_each_other(traces):
+    # A kind that skips attributes keys a filtered copy of the object's state;
+    # the copy dies during the walk, and a later copy at its address must not
+    # read as a back reference to it (which would drop its state from the key).
+    from stablejit._fingerprint.classify import register_user_kind
+    from stablejit._fingerprint.objects import Object
+
+    register_user_kind(_Tidy, Object(_Tidy, skip=frozenset({"junk"})))
+    try:
+
+        def run(ms, x):
+            def f(x):
+                traces()
+                return x * sum(m.a * m.b for m in ms)
+
+            return stable_jit(f)(x)
+
+        x = jnp.ones(2)
+        np.testing.assert_allclose(run([_Tidy(1.0, 2.0), _Tidy(3.0, 4.0)], x), x * 14)
+        np.testing.assert_allclose(run([_Tidy(1.0, 2.0), _Tidy(5.0, 7.0)], x), x * 37)
+        assert traces.n == 2
+    finally:
+        register_user_kind(_Tidy, None)

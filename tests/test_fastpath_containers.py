@@ -145,54 +145,50 @@ def _apply(processors, x):
     return x
 
 
+def _call(processors, x):
+    """A closure over ``processors``, defined anew and jitted on every call."""
+
+    def f(x):
+        _traced()
+        return _apply(processors, x)
+
+    return stable_jit(f)(x)
+
+
 def test_an_object_mutated_in_place_retraces_and_an_equal_new_value_does_not(traced, walks):
     processors = [Processor(2.0, "a"), Processor(0.5, "bb"), Processor(3.0, "c")]
 
-    def call(x):
-        def f(x):
-            _traced()
-            return _apply(processors, x)
-
-        return stable_jit(f)(x)
-
     x = jnp.ones(2)
     for _ in range(8):
-        np.testing.assert_allclose(call(x), _apply(processors, x))
+        np.testing.assert_allclose(_call(processors, x), _apply(processors, x))
     assert traced() == 1
     processors[1].scale = 4.0  # in place: the key changes
     for _ in range(4):
-        np.testing.assert_allclose(call(x), _apply(processors, x))
+        np.testing.assert_allclose(_call(processors, x), _apply(processors, x))
     assert traced() == 2
     processors[1].scale = float("4.0")  # an equal number, another object: the same key
     processors[2].name = "".join(["", "c"])
     for _ in range(4):
-        np.testing.assert_allclose(call(x), _apply(processors, x))
+        np.testing.assert_allclose(_call(processors, x), _apply(processors, x))
     assert traced() == 2
     processors[0].extra = 1  # a new attribute: another state
-    np.testing.assert_allclose(call(x), _apply(processors, x))
+    np.testing.assert_allclose(_call(processors, x), _apply(processors, x))
     assert traced() == 3
     walks_before = walks()
     for _ in range(6):
-        call(x)
+        _call(processors, x)
     assert walks() - walks_before <= 2
 
 
 def test_the_same_object_twice_is_a_back_reference_not_a_match(traced):
     a, b = Processor(2.0, "a"), Processor(2.0, "a")
 
-    def call(processors, x):
-        def f(x):
-            _traced()
-            return _apply(processors, x)
-
-        return stable_jit(f)(x)
-
     x = jnp.ones(2)
     for _ in range(6):
-        np.testing.assert_allclose(call([a, b], x), _apply([a, b], x))
+        np.testing.assert_allclose(_call([a, b], x), _apply([a, b], x))
     assert traced() == 1
     for _ in range(3):
-        np.testing.assert_allclose(call([a, a], x), _apply([a, a], x))
+        np.testing.assert_allclose(_call([a, a], x), _apply([a, a], x))
     assert traced() == 2  # [a, a] keys its second item as a back reference
 
 
@@ -200,23 +196,16 @@ def test_a_list_that_grows_and_an_object_of_another_class_retrace(traced):
     class Other(Processor):
         pass
 
-    def call(processors, x):
-        def f(x):
-            _traced()
-            return _apply(processors, x)
-
-        return stable_jit(f)(x)
-
     x = jnp.ones(2)
     ps = [Processor(2.0, "a")]
     for _ in range(5):
-        np.testing.assert_allclose(call(ps, x), _apply(ps, x))
+        np.testing.assert_allclose(_call(ps, x), _apply(ps, x))
     ps.append(Processor(1.0, "b"))
     for _ in range(5):
-        np.testing.assert_allclose(call(ps, x), _apply(ps, x))
+        np.testing.assert_allclose(_call(ps, x), _apply(ps, x))
     ps[0] = Other(2.0, "a")
     for _ in range(5):
-        np.testing.assert_allclose(call(ps, x), _apply(ps, x))
+        np.testing.assert_allclose(_call(ps, x), _apply(ps, x))
     assert traced() == 3
 
 

@@ -9,8 +9,8 @@ import jax
 from .._originals import JIT
 from .code import INFO, code_info
 from .fastpath import FAST_PATH_TRIES, FastPath, known_key, remember
-from .guards import FunctionSlot, RefSlot
-from .kind import NO_SLOT, Kind, ref_key, ref_number
+from .guards import FunctionSlot
+from .kind import NO_SLOT, Kind, ref_key
 from .parts import (
     ATTRIBUTES,
     CELL,
@@ -109,9 +109,6 @@ class Function(Kind):
         return key
 
     def slot(self, v, k, records):
-        n = ref_number(k)  # a function keys as its digest or as a back reference
-        if n is not None:
-            return RefSlot(n)
         record = records.get(id(v))
         # Only if its own record gave ``k`` (so re-checks it).
         if record is None or record.key is not k:

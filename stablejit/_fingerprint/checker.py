@@ -22,6 +22,7 @@ from itertools import count
 
 from .guards import (
     ATOM_TYPES,
+    CHECKED_SLOTS,
     LEAF_SLOT,
     LEAVES,
     SAME,
@@ -35,6 +36,7 @@ from .guards import (
     get_attr,
     same_atom,
     same_names,
+    undo,
 )
 from .kind import LEAF_TYPES, MISSING, TABLE
 
@@ -52,7 +54,7 @@ class _Writer:
     def __init__(self):
         self.lines: list[str] = []
         self.consts: dict[str, object] = {
-            "_fail": _undo,
+            "_fail": undo,
             "_is": operator.is_,
             "_LEAF_TYPES": LEAF_TYPES,
             "_TABLE": TABLE,
@@ -84,14 +86,6 @@ class _Writer:
     def fail_if(self, indent: int, cond: str) -> None:
         self.line(indent, f"if {cond}:")
         self.line(indent + 1, _FAIL)
-
-
-def _undo(leaves, n, seen, n_seen) -> None:
-    # Undo what a partial match added, so the walk that follows starts clean.
-    del leaves[n:]
-    while seen is not None and len(seen) > n_seen:
-        seen.popitem()
-    return None
 
 
 def _number(w: _Writer, i: int, v: str) -> None:
@@ -224,15 +218,7 @@ def _emit_record(w: _Writer, i: int, record, fn: str) -> None:
 def _checks_inside(slot) -> bool:
     """Whether checking ``slot`` does more than compare identity (collects
     leaves, numbers or re-checks children): such checks run at every place."""
-    return slot is LEAF_SLOT or type(slot) in (
-        TupleSlot,
-        ListSlot,
-        DictSlot,
-        ObjectSlot,
-        FunctionSlot,
-        RefSlot,
-        LiftedSlot,
-    )
+    return slot is LEAF_SLOT or type(slot) in CHECKED_SLOTS
 
 
 def _size(record) -> int:

@@ -11,8 +11,8 @@ import operator
 import jax
 
 from .fastpath import slot_of
-from .guards import DictSlot, ListSlot, RefSlot, TupleSlot
-from .kind import NO_SLOT, Kind, keys, ref_key, ref_number
+from .guards import DictSlot, ListSlot, TupleSlot
+from .kind import NO_SLOT, Kind, keys, ref_key
 from .objects import attributes, not_a_pytree
 from .sinks import sink_key, sink_of
 from .slots import ITEM
@@ -61,9 +61,6 @@ class List(Kind):
         return (list, keys(w, v))
 
     def slot(self, v, k, records):
-        n = ref_number(k)
-        if n is not None:
-            return RefSlot(n)
         items = item_slots(v, k[1], records)
         return NO_SLOT if items is NO_SLOT else ListSlot(items)
 
@@ -106,9 +103,6 @@ class Dict(Kind):
         return (dict, keys(w, v), keys(w, v.values()))
 
     def slot(self, v, k, records):
-        n = ref_number(k)
-        if n is not None:
-            return RefSlot(n)
         names = tuple(v)
         # Only string keys (parameter names, attributes), keyed as themselves;
         # and no side channels among the items (their key has a fourth part).

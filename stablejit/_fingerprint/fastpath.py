@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from .checker import compile_match
 from .code import FastRecords
-from .guards import ATOM_TYPES, LEAF_SLOT, SEEN_SLOTS, LiftedSlot, slot_fits
-from .kind import LEAF, LIFTED_SCALAR, MISSING, NO_SLOT, TABLE
+from .guards import ATOM_TYPES, LEAF_SLOT, SEEN_SLOTS, LiftedSlot, RefSlot, slot_fits, undo
+from .kind import LEAF, LIFTED_SCALAR, MISSING, NO_SLOT, TABLE, ref_number
 from .parts import CELL, DEFAULTS, GLOBAL, KWDEFAULTS, SUNK
 from .sinks import is_sink_key
 
@@ -87,7 +87,6 @@ class FastPath:
         "lift",
         "match",
         "hits",
-        "__weakref__",
     )
 
     @classmethod
@@ -175,7 +174,7 @@ class FastPath:
             if v is MISSING:
                 v = fn.__builtins__.get(name, MISSING)
             if v is not expected and not slot_fits(v, expected, leaves, sinks, seen):
-                return self._fail(leaves, n, seen, n_seen)
+                return undo(leaves, n, seen, n_seen)
         cells = self.cells
         if not cells:  # (a zip here would cost more than everything above)
             return self.key
@@ -186,27 +185,22 @@ class FastPath:
             except ValueError:
                 v = MISSING
             if v is not expected and not slot_fits(v, expected, leaves, sinks, seen):
-                return self._fail(leaves, n, seen, n_seen)
+                return undo(leaves, n, seen, n_seen)
         return self.key
-
-    @staticmethod
-    def _fail(leaves, n, seen, n_seen) -> None:
-        # Undo what a partial match added, so the walk that follows starts clean.
-        del leaves[n:]
-        while seen is not None and len(seen) > n_seen:
-            seen.popitem()
-        return None
 
 
 def slot_of(v, k, records):
     """What a later value must be where ``v`` was keyed ``k``: ``v`` itself,
-    any array, a lifted number of its type, or what ``v``'s kind says
-    (``Kind.slot``: a function or tuple re-checked in turn, a back
-    reference's object), else NO_SLOT (no fast path)."""
+    any array, a lifted number of its type, the object a back reference
+    names, or what ``v``'s kind says (``Kind.slot``: a function, tuple, list,
+    dict or object re-checked in turn), else NO_SLOT (no fast path)."""
     if k is LEAF:
         return LEAF_SLOT
     if k is LIFTED_SCALAR:
         return LiftedSlot(type(v))
+    n = ref_number(k)
+    if n is not None:  # a function, list, dict or object met before
+        return RefSlot(n)
     if is_sink_key(k) or k is v or type(v) in ATOM_TYPES:
         return v
     kind = TABLE.get(type(v))

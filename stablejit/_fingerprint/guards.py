@@ -36,6 +36,15 @@ def same_atom(v, expected) -> bool:
     return repr(v) == repr(expected) if t is float or t is complex else v == expected
 
 
+def undo(leaves, n, seen, n_seen) -> None:
+    """Undoes what a failed match appended and numbered (past ``n`` leaves
+    and ``n_seen`` numbers), so the walk that follows starts clean."""
+    del leaves[n:]
+    while seen is not None and len(seen) > n_seen:
+        seen.popitem()
+    return None
+
+
 def slot_fits(v, expected, leaves, sinks, seen) -> bool:
     """Whether ``v`` may stand where a fast-path record saw ``expected`` (not
     ``v`` itself): another array for an array (appended to ``leaves``), an

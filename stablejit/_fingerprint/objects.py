@@ -21,8 +21,8 @@ import xxhash
 from .._markers import IdRef
 from .._registry import Memo
 from .fastpath import slot_of
-from .guards import DictSlot, ObjectSlot, RefSlot
-from .kind import MISSING, NO_SLOT, TABLE, Kind, ref_number
+from .guards import DictSlot, ObjectSlot
+from .kind import MISSING, NO_SLOT, TABLE, Kind
 from .sinks import sink_of
 from .slots import ATTR, ITEM
 from .values import Scalar
@@ -147,9 +147,6 @@ class Object(Kind):
         return IdRef(type(v))
 
     def slot(self, v, k, records):
-        n = ref_number(k)
-        if n is not None:
-            return RefSlot(n)
         # Re-checked through its __dict__ alone: kinds that derive or skip
         # attributes, or keep some in slots, take the walk.
         if type(self) is not Object or self.derived or self.skip or self.slots:

@@ -9,6 +9,7 @@ that pass stock but not in a mode, each with its first error line.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from compat.suites import MODES, RESULTS, SUITES, by_design
@@ -32,9 +33,11 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
             continue
         sets: dict[int, dict[int, dict]] = {}
         for shard in raw.glob(f"{mode}.shard-*of*.json"):
-            part = json.loads(shard.read_text())
-            i, n = part["shard"]
-            sets.setdefault(n, {})[i] = part
+            # (the census report beside each shard matches the glob too)
+            if re.fullmatch(rf"{mode}\.shard-\d+of\d+\.json", shard.name):
+                part = json.loads(shard.read_text())
+                i, n = part["shard"]
+                sets.setdefault(n, {})[i] = part
         complete = [parts for n, parts in sets.items() if sorted(parts) == list(range(1, n + 1))]
         if complete:
             runs[mode] = merge(max(complete, key=lambda p: max(r["finished"] for r in p.values())))

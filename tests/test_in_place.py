@@ -144,6 +144,46 @@ def test_unittest_bookkeeping_on_a_test_case_is_not_keyed(traces):
     assert traces.n == 2
 
 
+def test_an_array_on_a_test_case_is_lifted_and_the_case_itself_is_traced(traces):
+    case = _Case()
+    case.w = jnp.ones(2)
+    seen = []
+
+    def run():
+        def f(x):
+            traces()
+            seen.append(case.w)
+            return x * case.w
+
+        return stable_jit(f)(jnp.ones(2))
+
+    original = case.w
+    np.testing.assert_allclose(run(), [1.0, 1.0])
+    assert isinstance(seen[-1], jax.core.Tracer)  # lifted, on the object itself
+    assert case.w is original  # and put back after the trace
+    case.w = jnp.ones(2) * 5.0
+    np.testing.assert_allclose(run(), [5.0, 5.0])
+    assert traces.n == 1
+
+
+def test_a_counter_a_trace_bumps_on_a_test_case_is_a_side_channel():
+    case = _Case()
+    case.traces = 0
+
+    def run(x):
+        def f(x):
+            case.traces += 1  # the only side effect: were it keyed, every call would retrace
+            return x * 2
+
+        return stable_jit(f)(x)
+
+    for _ in range(3):
+        np.testing.assert_allclose(run(jnp.ones(2)), [2.0, 2.0])
+    assert case.traces == 1  # as under jax.jit: one trace
+    run(jnp.ones(3))
+    assert case.traces == 2
+
+
 def test_a_structure_that_keys_near_the_recursion_limit_also_traces():
     import stablejit
 

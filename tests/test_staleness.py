@@ -320,10 +320,6 @@ class _Tidy:
         self.a, self.b, self.junk = a, b, object()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known stale result: a filtered state's temporary dict id is reused in one walk",
-)
 def test_objects_keyed_through_a_filtered_state_are_not_mistaken_for_each_other(traces):
     # A kind that skips attributes keys a filtered copy of the object's state;
     # the copy dies during the walk, and a later copy at its address must not

@@ -107,6 +107,11 @@ class Kind:
         """What, besides its children, tells two values of this kind apart."""
         return None
 
+    def watched(self, v: Any) -> dict | None:
+        """A dict whose items ``v``'s key reads but that the walk never visits
+        as a dict, for the snapshot of what a trace writes (see .snapshot)."""
+        return None
+
     def slot(self, v: Any, k: Any, records: dict[int, Any]) -> Any:
         """What a later value must be to have key ``k`` where ``v`` had it:
         ``v`` itself (an immutable value keyed by what it is), a fast-path

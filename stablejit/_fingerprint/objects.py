@@ -22,8 +22,8 @@ from .._markers import IdRef
 from .._registry import Memo
 from .fastpath import slot_of
 from .guards import DictSlot, ObjectSlot
-from .kind import MISSING, NO_SLOT, TABLE, Kind
-from .sinks import sink_of
+from .kind import MISSING, NO_SLOT, TABLE, Kind, keys
+from .sinks import sink_key, sink_of
 from .slots import ATTR, ITEM
 from .values import Scalar
 
@@ -119,29 +119,53 @@ class Object(Kind):
         self.derived = derived
         self.skip = skip
 
-    def _state(self, v):
-        """``(__dict__ as keys see it, slots)``."""
+    def _attrs(self, w, v):
+        """``(own __dict__ or None, the attributes keys see as (name, value)
+        pairs or None, slots)``.
+
+        The pairs are None when keys see the ``__dict__`` itself. A kind that
+        skips or derives attributes keys them as pairs, never as a new dict:
+        a temporary dict would be numbered as a cyclic value of the walk, and
+        a later one at the same address would read as a back reference to it.
+        Side channels of the ``__dict__`` (see .sinks) are left out, as a
+        dict's are.
+        """
         d = object.__getattribute__(v, "__dict__") if self.has_dict else None
         slots = tuple([getattr(v, s, MISSING) for s in self.slots])
-        if d is not None and (self.derived or self.skip):
-            d = {k: x for k, x in d.items() if k not in self.skip}
-            if self.derived:
-                d.update({k: f(v) for k, f in self.derived.items() if k in d})
-        return d, slots
+        if d is None or not (self.derived or self.skip):
+            return d, None, slots
+        skip = self.skip | (sink_of(w, d) or frozenset())
+        derived = self.derived or {}
+        pairs = [(k, derived[k](v) if k in derived else x) for k, x in d.items() if k not in skip]
+        return d, pairs, slots
 
     def key(self, w, v):
         ref = w.enter(v)
         if ref is not None:
             return ref
-        d, slots = self._state(v)
+        d, pairs, slots = self._attrs(w, v)
         walk = w.walk
-        return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
+        if pairs is None:
+            return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
+        state = (tuple([k for k, _ in pairs]), keys(w, [x for _, x in pairs]))
+        if sink_of(w, d):
+            state += (sink_key(d),)
+        return (IdRef(type(v)), state, tuple([walk(s) for s in slots]))
 
     def children(self, w, v):
-        d, slots = self._state(v)
-        skip = sink_of(w, d) or () if d is not None else ()
-        attrs = [] if d is None else [(f".{k}", x) for k, x in d.items() if k not in skip]
+        d, pairs, slots = self._attrs(w, v)
+        if pairs is None and d is not None:
+            skip = sink_of(w, d) or ()
+            pairs = [(k, x) for k, x in d.items() if k not in skip]
+        attrs = [(f".{k}", x) for k, x in pairs or ()]
         return attrs + [(f".{n}", s) for n, s in zip(self.slots, slots, strict=True)]
+
+    def watched(self, v):
+        # A kind that keys pairs never visits the __dict__ as a dict, so the
+        # snapshot of a trace's writes (see .snapshot) must be told of it.
+        if self.has_dict and (self.derived or self.skip):
+            return object.__getattribute__(v, "__dict__")
+        return None
 
     def node_token(self, v):
         return IdRef(type(v))
@@ -155,21 +179,19 @@ class Object(Kind):
         return ObjectSlot(type(v), self, state) if type(state) is DictSlot else NO_SLOT
 
     def rebuild(self, r, v, i):
-        d, slots = self._state(v)
-        own = object.__getattribute__(v, "__dict__") if self.has_dict else None
+        d, pairs, slots = self._attrs(r, v)
         walk = r.walk
         if r.in_place:
             # Its own __dict__ in place (a dict), and its slots: around the
             # class's __setattr__, as the state is only lent to the trace.
             r.memo[id(v)] = v
-            if d is own:
+            if pairs is None:
                 walk(d)
-            else:  # a view (see _state): what the walk substituted goes to the object
-                before = dict(d)
-                walk(d)
-                for k, x in d.items():
-                    if x is not before[k]:
-                        r.put(ITEM, own, k, x)
+            else:  # what the walk substituted goes to the object's own __dict__
+                for k, x in pairs:
+                    nx = walk(x)
+                    if nx is not x:
+                        r.put(ITEM, d, k, nx)
             for name, s in zip(self.slots, slots, strict=True):
                 ns = walk(s)
                 if ns is not s:
@@ -178,11 +200,14 @@ class Object(Kind):
         cls = type(v)
         new = object.__new__(cls) if cls.__new__ is object.__new__ else copy.copy(v)
         r.memo[id(v)] = new
-        nd = walk(d)
-        if nd is not None:
+        if d is not None:
+            if pairs is None:  # the __dict__, visited as the key walk visits it
+                changed = {k: x for k, x in walk(d).items() if x is not d[k]}
+            else:
+                changed = {k: nx for k, x in pairs if (nx := walk(x)) is not x}
             target = object.__getattribute__(new, "__dict__")
-            target.update(own)
-            target.update({k: x for k, x in nd.items() if x is not d[k]})
+            target.update(d)
+            target.update(changed)
         for name, s in zip(self.slots, slots, strict=True):
             ns = walk(s)
             if ns is not MISSING:

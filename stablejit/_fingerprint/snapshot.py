@@ -10,6 +10,7 @@ import logging
 import types
 
 from .._markers import IdRef
+from .classify import classify
 from .code import code_info
 from .kind import KEYS
 from .parts import CELL, GLOBAL, places
@@ -40,6 +41,10 @@ class Snapshot:
                     elif what is GLOBAL:
                         names.append(name)
                 parts.append((v.__globals__, tuple(names)))
+            else:
+                d = classify(v).watched(v)
+                if d is not None:
+                    parts.append((d, None))
 
         class _Recorder(KeyWalker):
             __slots__ = ()

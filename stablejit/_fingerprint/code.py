@@ -10,16 +10,15 @@ from __future__ import annotations
 import dis
 import functools
 import marshal
-import os
 import sys
-import sysconfig
 import types
 import weakref
 from typing import NamedTuple
 
 import xxhash
 
-from .._registry import Memo, on_clear
+from .._registry import on_clear
+from .library import is_library_file
 
 GENERATOR_FLAGS = (
     0x20  # CO_GENERATOR
@@ -210,43 +209,6 @@ def _const(c):
     if isinstance(c, tuple):
         return ("tuple", tuple(_const(x) for x in c))
     return ("value", c)
-
-
-_LIBRARY_DIRS = tuple(
-    sorted(
-        {
-            os.path.normcase(os.path.realpath(p))
-            for name in ("stdlib", "platstdlib", "purelib", "platlib")
-            if (p := sysconfig.get_paths().get(name))
-        }
-        | {
-            os.path.normcase(os.path.realpath(p))
-            for p in sys.path
-            if p.rstrip("/").endswith(("site-packages", "dist-packages"))
-        }
-    )
-)
-_LIBRARY_FILES = Memo(1 << 14)  # file name → is_library_file
-
-
-def is_library_file(filename: str) -> bool:
-    """Whether code from ``filename`` belongs to an installed library.
-
-    Module-level functions of installed libraries (jax, numpy, the standard
-    library…) are keyed by identity; everything else is fingerprinted by
-    structure, so editing or monkeypatching user code is always seen.
-    """
-    lib = _LIBRARY_FILES.get(filename)
-    if lib is None:
-        if filename.startswith("<frozen"):
-            lib = True
-        elif filename.startswith("<"):
-            lib = False
-        else:
-            path = os.path.normcase(os.path.realpath(filename))
-            lib = any(path.startswith(d + os.sep) for d in _LIBRARY_DIRS)
-        _LIBRARY_FILES.put(filename, lib)
-    return lib
 
 
 @on_clear

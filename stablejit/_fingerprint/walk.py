@@ -119,15 +119,35 @@ def fingerprint(fn: Any, lift: Lift = None) -> tuple[Any, list]:
     return w.walk(fn), w.leaves
 
 
+class RebuildMismatch(RuntimeError):
+    """The rebuild walk met other values than the key walk it replays: the
+    leaves cannot be put back where they were taken (see :func:`substitute`).
+    The runtime then runs the call as ``jax.jit`` would."""
+
+
 class Plan(KeyWalker):
     """A key walk that also records, per visited value, the tree of visits.
 
     ``has_leaf[i]`` says whether visit ``i`` must be rebuilt: its subtree holds
     a leaf, or refers back to a value that does. ``end[i]`` is the visit after
-    its subtree, so a rebuild can skip leaf-free subtrees.
+    its subtree, so a rebuild can skip leaf-free subtrees; ``leaf_end[i]``
+    the number of leaves taken up to there; ``values[i]`` the value visited,
+    kept alive so that no value made during the walk (a view of an object's
+    state) leaves its id to another, which ``seen`` would take for it.
     """
 
-    __slots__ = ("has_leaf", "end", "parent", "children", "is_ref", "_visit_of", "_cur", "_refs")
+    __slots__ = (
+        "has_leaf",
+        "end",
+        "leaf_end",
+        "values",
+        "parent",
+        "children",
+        "is_ref",
+        "_visit_of",
+        "_cur",
+        "_refs",
+    )
 
     exact = False
 
@@ -135,6 +155,8 @@ class Plan(KeyWalker):
         super().__init__(lift)
         self.has_leaf: list[bool] = []
         self.end: list[int] = []
+        self.leaf_end: list[int] = []
+        self.values: list = []
         self.parent: list[int] = []
         self.is_ref: list[bool] = []
         self._visit_of: list[int] = []  # cyclic node number -> visit index
@@ -153,6 +175,8 @@ class Plan(KeyWalker):
         self.parent.append(self._cur)
         self.has_leaf.append(False)
         self.end.append(0)
+        self.leaf_end.append(0)
+        self.values.append(v)
         self.is_ref.append(False)
         n_leaves = len(self.leaves)
         outer, self._cur = self._cur, i
@@ -163,6 +187,7 @@ class Plan(KeyWalker):
         finally:
             self._cur = outer
             self.end[i] = len(self.parent)
+            self.leaf_end[i] = len(self.leaves)
             if len(self.leaves) > n_leaves:
                 self._mark(i)
 
@@ -220,6 +245,7 @@ class Rebuilder:
         "sinks",
         "in_place",
         "swaps",
+        "placed",
         "copies",
     )
 
@@ -232,6 +258,7 @@ class Rebuilder:
         self.memo: dict[int, Any] = {}
         self.in_place = in_place
         self.swaps: list[tuple] = []
+        self.placed: set[int] = set()  # ids of the substitutes put (swaps keeps them)
         self.copies: list[tuple[Any, Any, Any]] = []
 
     def copied(self, items, current: Callable[[Any], Any], where: Callable[[Any], str]) -> None:
@@ -263,6 +290,7 @@ class Rebuilder:
         """Sets ``target``'s ``key`` to ``value`` through ``slot``, to be
         undone by :meth:`restore`."""
         self.swaps.append((slot, target, key, slot.get(target, key), value))
+        self.placed.add(id(value))
         slot.set(target, key, value)
 
     def restore(self) -> None:
@@ -289,6 +317,7 @@ class Rebuilder:
                     slot.describe(target, key),
                 )
         self.swaps.clear()
+        self.placed.clear()
 
     def next_leaf(self):
         leaf = self.leaves[self.leaf_pos]
@@ -301,15 +330,32 @@ class Rebuilder:
         if not plan.has_leaf[i]:
             self.pos = plan.end[i]
             return v
+        if id(v) in self.placed:
+            # A place read twice (a global that two functions of one module
+            # read) holds the substitute put there at its first read: the key
+            # walk saw the original there, and this visit's subtree is what
+            # that substitute was rebuilt from. Its parts are substitutes too,
+            # which the plan does not know (a jax.jit's new function): not walked.
+            self.pos = plan.end[i]
+            self.leaf_pos = plan.leaf_end[i]
+            return v
         self.pos = i + 1
+        was = type(plan.values[i])
+        if type(v) is not was:
+            raise RebuildMismatch(f"a {type(v).__name__}, not a {was.__name__}")
         if plan.is_ref[i]:
             new = self.memo.get(id(v))
-            if new is None and any(placed is v for *_, placed in self.swaps):
-                # A place read twice (two functions of one module reading one
-                # global) holds the substitute put there at the first read.
-                return v
-            return self.memo[id(v)]
+            if new is None:
+                raise RebuildMismatch(f"a {type(v).__name__} not rebuilt before")
+            return new
         return (TABLE.get(type(v)) or classify(v)).rebuild(self, v, i)
+
+    def run(self, fn):
+        """``fn`` rebuilt, after checking that the walk replayed the whole plan."""
+        new = self.walk(fn)
+        if self.pos != len(self.plan.parent) or self.leaf_pos != len(self.leaves):
+            raise RebuildMismatch(f"{self.leaf_pos} of {len(self.leaves)} leaves rebuilt")
+        return new
 
 
 def rebuild(fn: Any, leaves, lift: Lift = None) -> Any:
@@ -318,7 +364,7 @@ def rebuild(fn: Any, leaves, lift: Lift = None) -> Any:
     what it reaches are left as they are."""
     if not leaves:
         return fn
-    return Rebuilder(_plan(fn, leaves, lift), leaves).walk(fn)
+    return Rebuilder(_plan(fn, leaves, lift), leaves).run(fn)
 
 
 def substitute(
@@ -336,7 +382,7 @@ def substitute(
     _check(plan, leaves)
     r = Rebuilder(plan, leaves, in_place=True)
     try:
-        return r.walk(fn), r
+        return r.run(fn), r
     except BaseException:
         r.restore()
         raise
@@ -349,8 +395,5 @@ def _plan(fn, leaves, lift) -> Plan:
 
 
 def _check(plan: Plan, leaves) -> None:
-    if len(plan.leaves) != len(leaves):
-        raise RuntimeError(
-            f"stablejit internal error: {len(plan.leaves)} leaves at trace time, "
-            f"{len(leaves)} passed"
-        )
+    if len(plan.leaves) != len(leaves):  # what the function reaches changed since its key
+        raise RebuildMismatch(f"{len(plan.leaves)} leaves at trace time, {len(leaves)} passed")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import jax
 
 from .._fingerprint.snapshot import Snapshot
-from .._fingerprint.walk import fingerprint, substitute
+from .._fingerprint.walk import RebuildMismatch, fingerprint, substitute
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import CACHE, ENTRIES, LOCK, Entry
 from .options import Lift
@@ -108,7 +108,11 @@ def make_canonical(
             start = time.perf_counter()
             snapshot = Snapshot(subject)
             try:
-                new, rebuilder = substitute(subject, args[:n_leaves], lift, baked)
+                try:
+                    new, rebuilder = substitute(subject, args[:n_leaves], lift, baked)
+                except RebuildMismatch as e:
+                    e.entry = entry  # which variant to run plainly (see miss.mismatched)
+                    raise
                 try:
                     if call is None:
                         out = new(*rest, **kwargs)

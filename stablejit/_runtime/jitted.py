@@ -20,6 +20,7 @@ from .._fingerprint import sinks
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.code import code_info
 from .._fingerprint.kind import Kind, register_kind
+from .._fingerprint.walk import RebuildMismatch
 from . import cache, miss, persist
 from .cache import CACHE
 from .canonical import TRACE_LOCK, entry_point
@@ -97,40 +98,50 @@ class StableJitted(Generic[P, R]):
 
     @entry_point
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        fn = self._fun
-        opts = self._opts
-        if type(fn) is _FunctionType:
-            # A redefined closure whose children are all immutable values or
-            # arrays: re-check them by identity and go straight to its entry
-            # (see the fingerprint's fastpath); the full walk below is the general case.
-            info = CODE_INFO.get(id(fn.__code__))
-            fast = info and info.fast.front
-            if fast is not None:
-                entry = fast.entries.get(opts)
-                if entry is not None:
-                    ready = entry.ready
-                    leaves = []
-                    if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
-                        entry.hits += 1
-                        if leaves:
-                            return ready(*leaves, *args, **kwargs)
-                        return ready(*args, **kwargs)
         try:
-            key, leaves = call_key(opts, fn, len(args))
-        except Unkeyable as e:
-            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
-        entry = CACHE.get(key)
-        if entry is not None:
-            ready = entry.ready
-            if ready is not None:
-                entry.hits += 1
-                if type(fn) is _FunctionType and is_plain(key):
-                    # (Not for baked variants: a record re-checks arrays by type.)
-                    fast = CODE_INFO[id(fn.__code__)].fast.front
-                    if fast is not None and fast.key is fingerprint_of(key):  # just built
-                        fast.entries[opts] = entry
-                return ready(*leaves, *args, **kwargs)
-        return self._first_call(args, kwargs)
+            fn = self._fun
+            opts = self._opts
+            if type(fn) is _FunctionType:
+                # A redefined closure whose children are all immutable values or
+                # arrays: re-check them by identity and go straight to its entry
+                # (see the fingerprint's fastpath); the full walk below is the general case.
+                info = CODE_INFO.get(id(fn.__code__))
+                fast = info and info.fast.front
+                if fast is not None:
+                    entry = fast.entries.get(opts)
+                    if entry is not None:
+                        ready = entry.ready
+                        leaves = []
+                        if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
+                            entry.hits += 1
+                            if leaves:
+                                return ready(*leaves, *args, **kwargs)
+                            return ready(*args, **kwargs)
+            try:
+                key, leaves = call_key(opts, fn, len(args))
+            except Unkeyable as e:
+                return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+            entry = CACHE.get(key)
+            if entry is not None:
+                ready = entry.ready
+                if ready is not None:
+                    entry.hits += 1
+                    if type(fn) is _FunctionType and is_plain(key):
+                        # (Not for baked variants: a record re-checks arrays by type.)
+                        fast = CODE_INFO[id(fn.__code__)].fast.front
+                        if fast is not None and fast.key is fingerprint_of(key):  # just built
+                            fast.entries[opts] = entry
+                    return ready(*leaves, *args, **kwargs)
+            return self._first_call(args, kwargs)
+        except RebuildMismatch as e:  # a trace, first or for new shapes
+            return self._plainly(e, args, kwargs)
+
+    def _plainly(self, error, args, kwargs):
+        """After a trace whose rebuild did not replay its key walk: the call
+        as a plain ``jax.jit`` runs it (see the runtime's ``miss.mismatched``)."""
+        miss.mismatched(self._fun, self._opts, error)
+        stats.done_compiling()
+        return miss.uncached(self._fun, self._opts)(*args, **kwargs)
 
     @entry_point
     def _first_call(self, args, kwargs, static_scalars=False):
@@ -161,6 +172,9 @@ class StableJitted(Generic[P, R]):
                 # caches the trace, and the call below compiles outside the lock.
                 try:
                     jitted.trace(*leaves, *cargs, **ckwargs)
+                except RebuildMismatch:
+                    release(cargs, ckwargs)
+                    raise  # to __call__, which runs the call plainly
                 except Exception as e:
                     retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
                     if retry is None:
@@ -197,6 +211,9 @@ class StableJitted(Generic[P, R]):
                 return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
             try:
                 return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
+            except RebuildMismatch as e:
+                miss.mismatched(fn, opts, e)
+                return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
             except Exception as e:
                 retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
                 if retry is None:
@@ -282,22 +299,25 @@ class StableJittedStatics(StableJitted):
 
     @entry_point
     def __call__(self, *args, **kwargs):
-        subject, cargs, ckwargs = self._opts.statics.box(self._fun, args, kwargs)
         try:
-            key, leaves = call_key(self._opts, subject, len(cargs))
-        except Unkeyable as e:
-            release(cargs, ckwargs)
-            return miss.unkeyable(self._fun, self._opts, e, "__call__", args, kwargs)
-        entry = CACHE.get(key)
-        if entry is not None:
-            ready = entry.ready
-            if ready is not None:
-                entry.hits += 1
-                try:
-                    return ready(*leaves, *cargs, **ckwargs)
-                finally:
-                    release(cargs, ckwargs)
-        return self._first_call(args, kwargs)
+            subject, cargs, ckwargs = self._opts.statics.box(self._fun, args, kwargs)
+            try:
+                key, leaves = call_key(self._opts, subject, len(cargs))
+            except Unkeyable as e:
+                release(cargs, ckwargs)
+                return miss.unkeyable(self._fun, self._opts, e, "__call__", args, kwargs)
+            entry = CACHE.get(key)
+            if entry is not None:
+                ready = entry.ready
+                if ready is not None:
+                    entry.hits += 1
+                    try:
+                        return ready(*leaves, *cargs, **ckwargs)
+                    finally:
+                        release(cargs, ckwargs)
+            return self._first_call(args, kwargs)
+        except RebuildMismatch as e:  # a trace, first or for new shapes
+            return self._plainly(e, args, kwargs)
 
 
 class _StableKind(Kind):

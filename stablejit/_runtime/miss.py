@@ -22,6 +22,9 @@ from .options import Options
 
 _NUMBERS = (int, float, complex)
 _UNKEYABLE_LOGGED = Memo(1024)  # tags of functions said to be unkeyable
+_MISMATCH_LOGGED = Memo(1024)  # tags of functions said to have run as plain jax.jit
+_MISMATCHED = Memo(1024)
+"""Keys whose trace could not substitute their leaves (see :func:`mismatched`)."""
 
 
 def function_tag(fun, opts: Options):
@@ -42,6 +45,8 @@ def entry_for(fun, opts: Options, key, leaves: list, args: tuple, subject) -> ca
     entry = cache.lookup(key)
     if entry is not None:
         return entry
+    if key in _MISMATCHED:
+        return None
     ftag = function_tag(fun, opts)
     s = stats.stats_for(ftag, display_name(fun), location(fun))
     if not explain.on_new_key(s, subject, key):
@@ -83,17 +88,36 @@ def uncached(fun, opts: Options):
 def unkeyable(fun, opts: Options, error: Unkeyable, method: str, args, kwargs):
     """Runs a call whose callable cannot be keyed as plain ``jax.jit``
     would: traced anew, never wrong. Logged once per function."""
+    _warn_once(_UNKEYABLE_LOGGED, fun, opts, "cannot be keyed (%s): its calls", error)
+    return getattr(uncached(fun, opts), method)(*args, **kwargs)
+
+
+def mismatched(fun, opts: Options, error) -> None:
+    """After a trace that could not put the lifted arrays back where the key
+    walk found them (the fingerprint's ``RebuildMismatch``: what the
+    function reaches changed between the walks, or a kind rebuilds other
+    than it keys): the variant traced (``error.entry``, set by the canonical
+    function) runs through a plain ``jax.jit`` from now on, as it would
+    without stablejit. Logged once per function."""
+    entry = getattr(error, "entry", None)
+    if entry is not None:
+        for key in list(entry.keys):
+            _MISMATCHED.put(key, None)
+        cache.drop(entry)
+    what = "could not substitute its lifted arrays at trace time (%s): this variant's calls"
+    _warn_once(_MISMATCH_LOGGED, fun, opts, what, error)
+
+
+def _warn_once(logged: Memo, fun, opts: Options, what: str, error) -> None:
     ftag = function_tag(fun, opts)
-    if ftag not in _UNKEYABLE_LOGGED:
-        _UNKEYABLE_LOGGED.put(ftag, None)
+    if ftag not in logged:
+        logged.put(ftag, None)
         explain.logger.warning(
-            "stable_jit(%s)%s cannot be keyed (%s): its calls run through a plain "
-            "jax.jit, traced anew each time",
+            f"stable_jit(%s)%s {what} run through a plain jax.jit, traced anew each time",
             display_name(fun),
             location(fun),
             error,
         )
-    return getattr(uncached(fun, opts), method)(*args, **kwargs)
 
 
 def _variants(opts: Options, key, args, subject) -> set:

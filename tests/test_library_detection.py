@@ -1,0 +1,85 @@
+"""Code of an installed distribution is library code wherever it is installed.
+
+Module-level functions of libraries are keyed by identity, never walked.
+Libraries are told by where they are installed: the standard library, a
+``site-packages``/``dist-packages`` folder, or any folder on ``sys.path``
+that a distribution was installed into (its ``.dist-info`` lists the
+package), such as a machine image's JAX on ``PYTHONPATH``. Code there that
+no distribution installed, and editable installs, are user code.
+"""
+
+import importlib
+import json
+import sys
+
+import pytest
+
+from stablejit._fingerprint.code import code_info, is_library_file
+from stablejit._fingerprint.walk import fingerprint
+
+_SOURCE = "SCALE = 2\n\ndef scaled(x):\n    return x * SCALE\n"
+
+
+def _distribution(folder, name, files, *, editable=False):
+    """Writes ``files`` (relative path → text) into ``folder`` and, as pip
+    does, a ``.dist-info`` that lists them."""
+    for rel, text in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    info = folder / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    listed = [*files, f"{info.name}/METADATA", f"{info.name}/RECORD", "../../bin/tool"]
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    if editable:
+        url = {"url": "file:///src", "dir_info": {"editable": True}}
+        (info / "direct_url.json").write_text(json.dumps(url))
+
+
+@pytest.fixture
+def scrub(tmp_path, monkeypatch):
+    """A folder first on sys.path whose name is no installer's."""
+    folder = tmp_path / "device-scrub"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    imported = set(sys.modules)
+    yield folder
+    for name in set(sys.modules) - imported:
+        del sys.modules[name]
+
+
+def test_a_package_installed_outside_site_packages_is_library_code(scrub):
+    _distribution(scrub, "scrublib", {"scrublib/__init__.py": "", "scrublib/ops.py": _SOURCE})
+    _distribution(scrub, "scrubmod", {"scrubmod.py": _SOURCE})
+    ops = importlib.import_module("scrublib.ops")
+    mod = importlib.import_module("scrubmod")
+    for m in (ops, mod):
+        assert is_library_file(m.__file__)
+        assert code_info(m.scaled.__code__).library
+        assert fingerprint(m.scaled)[0] is m.scaled  # keyed by identity, not walked
+
+
+def test_code_in_the_same_folder_that_no_distribution_installed_is_user_code(scrub):
+    _distribution(scrub, "scrubdep", {"scrubdep/__init__.py": ""})
+    (scrub / "scrubproject").mkdir()
+    (scrub / "scrubproject" / "__init__.py").write_text(_SOURCE)
+    (scrub / "scrubscript.py").write_text(_SOURCE)
+    (scrub / "scrubproject.egg-info").mkdir()  # what setuptools leaves in a project
+    for name in ("scrubproject", "scrubscript"):
+        m = importlib.import_module(name)
+        assert not is_library_file(m.__file__)
+        assert fingerprint(m.scaled)[0] is not m.scaled  # walked by structure
+
+
+def test_an_editable_install_is_user_code(scrub):
+    _distribution(scrub, "scrubedit", {"scrubedit/__init__.py": _SOURCE}, editable=True)
+    m = importlib.import_module("scrubedit")
+    assert not is_library_file(m.__file__)
+
+
+def test_the_test_files_and_the_standard_library_keep_their_classification():
+    assert not is_library_file(__file__)
+    assert is_library_file(json.__file__)
+    assert is_library_file("<frozen importlib._bootstrap>")
+    assert not is_library_file("<string>")

@@ -17,7 +17,8 @@ from typing import Any
 import jax
 
 from ._fingerprint.kind import LEAF_KIND, Kind, keys, register_kind
-from ._fingerprint.walk import Lift, fingerprint, rebuild
+from ._fingerprint.rebuild import rebuild
+from ._fingerprint.walk import Lift, fingerprint
 from ._registry import Memo
 from ._runtime.options import lift_option
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from stablejit import stable_jit
-from stablejit._fingerprint import walk
+from stablejit._fingerprint import rebuild
 
 
 def _module(source: str, **names) -> dict:
@@ -67,14 +67,14 @@ def test_a_wrapper_global_read_by_two_functions_traces(traces):
 
 def _disagreeing(monkeypatch):
     """Makes every rebuild disagree with its key walk, as no kind should."""
-    real = walk.Rebuilder.walk
+    real = rebuild.Rebuilder.walk
 
     def disagreeing(self, v):
         if isinstance(v, jax.Array):
-            raise walk.RebuildMismatch("made up for the test")
+            raise rebuild.RebuildMismatch("made up for the test")
         return real(self, v)
 
-    monkeypatch.setattr(walk.Rebuilder, "walk", disagreeing)
+    monkeypatch.setattr(rebuild.Rebuilder, "walk", disagreeing)
 
 
 def test_a_rebuild_that_disagrees_with_the_key_walk_runs_as_jax_jit(monkeypatch, caplog):

@@ -343,3 +343,35 @@ def test_objects_keyed_through_a_filtered_state_are_not_mistaken_for_each_other(
         assert traces.n == 2
     finally:
         register_user_kind(_Tidy, None)
+
+
+@jax.tree_util.register_pytree_node_class
+class _Scaled:
+    """A pytree whose flatten makes its metadata anew each time, as a list."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def tree_flatten(self):
+        return (), [self.scale]
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(aux[0])
+
+
+def test_values_a_pytree_flatten_makes_are_not_mistaken_for_earlier_ones(traces):
+    # The metadata list of one node dies once its key is made; a later node's
+    # list at the same address must be keyed by what it holds, not read as a
+    # back reference to the first.
+    def run(nodes, x):
+        def f(x):
+            traces()
+            return x * sum(n.scale for n in nodes)
+
+        return stable_jit(f)(x)
+
+    x = jnp.ones(2)
+    np.testing.assert_allclose(run([_Scaled(1.0), _Scaled(5.0), _Scaled(7.0)], x), x * 13)
+    np.testing.assert_allclose(run([_Scaled(1.0), _Scaled(5.0), _Scaled(9.0)], x), x * 15)
+    assert traces.n == 2

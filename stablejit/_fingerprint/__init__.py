@@ -13,6 +13,8 @@ One idea per file, bottom to top:
 - ``values.py``, ``objects.py``, ``containers.py``, ``callables.py``: the kinds, by family.
 - ``classify.py``: which kind a value is (the table filled, user and library kinds).
 - ``bake.py``: arrays a trace needs concretely, keyed by contents and baked in.
-- ``walk.py``: the key walk, the rebuild plan, in-place substitution at trace time.
+- ``library.py``: which files are library code (walked by identity, not structure).
+- ``walk.py``: the key walk (a value it numbers is kept alive for the walk).
+- ``rebuild.py``: the rebuild plan, in-place substitution at trace time.
 - ``snapshot.py``: what a trace wrote, made a side channel.
 """

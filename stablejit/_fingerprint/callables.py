@@ -66,6 +66,7 @@ class Function(Kind):
             # them, and back references must count the same either way.
             return fn
         seen[id(fn)] = len(seen)
+        w.alive.append(fn)
         fast = info.fast
         if w.exact and fast.front is not None:
             key = known_key(fast, fn, w)

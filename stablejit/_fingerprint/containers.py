@@ -96,6 +96,7 @@ class Dict(Kind):
         if ref is not None:
             return ref_key(ref)
         seen[id(v)] = len(seen)
+        w.alive.append(v)
         skip = sink_of(w, v)
         if skip:
             kept = [k for k in v if k not in skip]

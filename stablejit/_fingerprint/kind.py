@@ -10,7 +10,7 @@ side so that they visit children in the same order:
   values get the substitutes in place, through ``r.put``, and are returned
   themselves, so the traced code sees the program's own objects; immutable
   ones are copied. Otherwise every holder of a leaf is copied (see
-  :class:`.walk.Rebuilder`). Only called for values that hold leaves.
+  :class:`.rebuild.Rebuilder`). Only called for values that hold leaves.
 * ``children(w, v)``: the labelled parts of ``v``, for people to read.
 * ``slot(v, k, records)``: what a later value must be for ``v``'s key ``k``
   to stand without a walk (the fast path, see :mod:`.fastpath`).
@@ -55,6 +55,7 @@ class Walker(Protocol):
 
     leaves: list
     seen: dict[int, int]
+    alive: list
     sinks: dict
     lift: Any
     name_ok: bool
@@ -68,7 +69,7 @@ class Walker(Protocol):
 
 
 class Rebuilder(Protocol):
-    """What a kind's ``rebuild`` receives (see :class:`.walk.Rebuilder`)."""
+    """What a kind's ``rebuild`` receives (see :class:`.rebuild.Rebuilder`)."""
 
     in_place: bool
     memo: dict[int, Any]

@@ -1,7 +1,7 @@
 """The places a value can be held in, for substituting it in place at trace time.
 
 Each is read, written and named the same way whatever holds it; see
-``walk.Rebuilder.put``.
+``rebuild.Rebuilder.put``.
 """
 
 from __future__ import annotations

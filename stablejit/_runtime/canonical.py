@@ -2,7 +2,7 @@
 
 It takes the lifted leaves as its first arguments, finds the callable being
 called (in its caller's Python frame: entries never hold it), substitutes
-the leaves into it at trace time (see the fingerprint's ``walk.substitute``),
+the leaves into it at trace time (see the fingerprint's ``rebuild.substitute``),
 records what the trace wrote as side channels, and calls it.
 """
 
@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 import jax
 
+from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import Snapshot
-from .._fingerprint.walk import RebuildMismatch, fingerprint, substitute
+from .._fingerprint.walk import fingerprint
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import CACHE, ENTRIES, LOCK, Entry
 from .options import Lift

@@ -20,7 +20,7 @@ from .._fingerprint import sinks
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.code import code_info
 from .._fingerprint.kind import Kind, register_kind
-from .._fingerprint.walk import RebuildMismatch
+from .._fingerprint.rebuild import RebuildMismatch
 from . import cache, miss, persist
 from .cache import CACHE
 from .canonical import TRACE_LOCK, entry_point

@@ -209,6 +209,31 @@ def test_a_list_that_grows_and_an_object_of_another_class_retrace(traced):
     assert traced() == 3
 
 
+_FIRST_STATES: dict[int, dict] = {}
+
+
+class _Decoy(Processor):
+    """Answers ``__dict__`` with a copy of its first state: what traces read is its real one."""
+
+    def __getattribute__(self, name):
+        if name == "__dict__":
+            real = object.__getattribute__(self, "__dict__")
+            return _FIRST_STATES.setdefault(id(self), dict(real))
+        return object.__getattribute__(self, name)
+
+
+def test_objects_whose_class_answers_dict_itself_are_checked_through_their_real_state(traced):
+    ps = [_Decoy(2.0, "a"), _Decoy(3.0, "b")]
+
+    x = jnp.ones(2)
+    for _ in range(6):
+        np.testing.assert_allclose(_call(ps, x), _apply(ps, x))
+    ps[1].scale = 5.0
+    for _ in range(3):
+        np.testing.assert_allclose(_call(ps, x), _apply(ps, x))
+    assert traced() == 2
+
+
 def test_a_numpy_array_in_a_dict_mutated_in_place_is_seen(traced):
     table = {"w": np.ones(3, np.float32)}
 

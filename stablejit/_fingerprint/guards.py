@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 import types
 import weakref
-from itertools import chain, count, repeat
+from itertools import chain, count
 
 from .._markers import sentinel
 from .kind import LEAF_TYPES, TABLE
@@ -151,17 +151,21 @@ class _Objects:
         objs = values if type(values) is list else list(values)
         if list(map(type, objs)) != self.types:
             return False
-        dicts = list(map(get_attr, objs, repeat("__dict__")))
+        for cls, kind in self.kinds:
+            # The kind, and the plain attribute lookup that _DICT relies on.
+            if TABLE.get(cls) is not kind or cls.__getattribute__ is not get_attr:
+                return False
+        dicts = list(map(_DICT, objs))
         if (
             list(map(len, dicts)) != self.sizes
             or not all(map(operator.is_, chain.from_iterable(dicts), self.names))
             or not all(map(operator.is_, chain.from_iterable(map(dict.values, dicts)), self.values))
         ):
             return None
-        for cls, kind in self.kinds:
-            if TABLE.get(cls) is not kind:
-                return False
-        ids = list(chain.from_iterable(zip(map(id, objs), map(id, dicts), strict=True)))
+        # Each object, then its __dict__: the walk's order.
+        ids = [None] * (2 * len(objs))
+        ids[::2] = map(id, objs)
+        ids[1::2] = map(id, dicts)
         if not seen.keys().isdisjoint(ids) or (sinks and not sinks.keys().isdisjoint(ids)):
             return False
         n = len(seen)
@@ -251,6 +255,9 @@ class ObjectSlot:
 
 
 get_attr = object.__getattribute__
+_DICT = operator.attrgetter("__dict__")
+"""An object's ``__dict__`` (through its class's lookup: only for classes
+that keep ``object``'s, where it is the very dict the walk reads)."""
 
 
 class RefSlot:

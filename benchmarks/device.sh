@@ -77,13 +77,10 @@ step() {  # step NAME SECONDS COMMAND...: run capped (and within the budget), lo
 
 # The install step (a TPU machine's, or INSTALL=1): a child bash, so that its
 # cap holds; PYTHONPATH names its folders beforehand (absent ones are harmless).
-# Each folder ends in site-packages: stablejit tells an installed library (its
-# functions keyed by identity, never walked) by its folder, the standard
-# library's or one named site-packages or dist-packages on sys.path; from any
-# other folder jax, optax and equinox would be fingerprinted as user code. For
-# the same reason each folder of the machine's own PYTHONPATH (its JAX) that is
-# named otherwise gets a site-packages link to it, last on PYTHONPATH, where it
-# changes what stablejit counts as a library and not what Python imports.
+# The wheels go in with pip, which writes each one's dist-info RECORD: that is
+# how stablejit tells an installed library (its functions keyed by identity,
+# never walked) wherever it lies, as for the machine's own JAX outside any
+# site-packages (see stablejit/_fingerprint/library.py).
 export SJ_PY=$py SJ_SITE=$site SJ_WHEELS=${WHEELS:-$PWD/.whl-tpu} SJ_INDEX=${INDEX:-file:///opt/pypi/simple}
 install_deps() {
     local pip=(env PIP_CONFIG_FILE=/dev/null "$SJ_PY" -m pip install --isolated -q
@@ -144,17 +141,6 @@ if [[ $device == tpu || ${INSTALL:-0} == 1 ]]; then
     for d in core plot index-cloudpickle index-xxhash index-optax index-equinox \
         index-matplotlib index-pytest index-hypothesis; do
         PYTHONPATH="$PYTHONPATH:$site/$d/site-packages"
-    done
-    IFS=: read -ra entries <<<"$machine_path"
-    n=0
-    for p in "${entries[@]}"; do
-        [[ -d $p && $p != */site-packages && $p != */dist-packages ]] || continue
-        [[ $(realpath "$p") == $(realpath "$PWD") ]] && continue
-        n=$((n + 1))
-        mkdir -p "$site/link-$n"
-        ln -sfn "$(realpath "$p")" "$site/link-$n/site-packages"
-        PYTHONPATH="$PYTHONPATH:$site/link-$n/site-packages"
-        echo "PYTHONPATH: $p is also $site/link-$n/site-packages" | tee -a "$log"
     done
     step install 75 bash -c install_deps
 fi

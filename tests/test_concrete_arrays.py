@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import stablejit
 from stablejit import stable_jit
 
 
@@ -76,3 +77,25 @@ def test_a_tracer_of_an_enclosing_transformation_used_concretely_still_raises():
 
     with pytest.raises(jax.errors.TracerBoolConversionError):
         jax.jit(outer)(jnp.array([True]))
+
+
+def test_an_array_needed_concretely_inside_a_nested_loop_is_baked_where_it_was_lifted(traces):
+    # The loop body lifts the array again, as its third leaf (after two values of
+    # the outer trace): the error names that leaf, which is not the outer
+    # function's third. The outer function, which lifted the array, bakes it.
+    def make(zc):
+        def f(x):
+            traces()
+            a, b = x * 1.0, x * 2.0
+
+            def body(i, y):
+                return y + a + b + np.sum(np.diag(zc))  # NumPy: needs the array's value
+
+            return stablejit.fori_loop(0, 2, body, x)
+
+        return stable_jit(f)
+
+    x = jnp.ones(2)
+    for k in (2.0, 3.0):
+        zc = jnp.eye(2) * k
+        np.testing.assert_allclose(make(zc)(x), x + 2 * (3 * x + 2 * k))

@@ -89,7 +89,10 @@ def fall_back(error: BaseException, variants, baked: Baked | None, passed: list)
         if isinstance(x, (jax.Array, np.ndarray)) and not isinstance(x, core.Tracer)
     ]
     named = {int(m) for m in _LEAF_NAMED.findall(str(error))}
-    chosen = [j for j in concrete if j in named] or ([] if named else concrete)
+    # The leaves the error names, if they are concrete here; else the error
+    # came from a nested stablejit level (a loop body), which numbers its own
+    # leaves: then every concrete one, as jax.jit bakes every closed-over array.
+    chosen = [j for j in concrete if j in named] or concrete
     if not chosen:
         return []
     old = baked.positions if baked is not None else frozenset()

@@ -95,9 +95,11 @@ class Job:
     def _path(self, rel: str) -> str:
         # Relative to the workdir where possible: nodeids stay short and the
         # same across machines; optax's live in the environment's site-packages.
-        full = self.base / rel if rel else self.base
+        # Real paths, as for the rootdir (see `run`): through a worktree's
+        # link they would name files pytest does not find under its rootdir.
+        full = (self.base / rel if rel else self.base).resolve()
         try:
-            return str(full.relative_to(self.workdir))
+            return str(full.relative_to(self.workdir.resolve()))
         except ValueError:
             return str(full)
 

@@ -256,3 +256,28 @@ def test_a_dict_that_changes_while_walked_is_walked_again():
     f = stable_jit(lambda x: x + p.w)
     np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
     np.testing.assert_array_equal(f(jnp.ones(1)), [2.0])
+
+
+class _Restless:
+    """A pytree node whose flattening files one more entry in the registry
+    that holds it: the registry changes on every walk, never settling."""
+
+    def __init__(self, registry, w):
+        self.registry, self.w = registry, w
+
+
+jax.tree_util.register_pytree_node(
+    _Restless,
+    lambda r: (r.registry.setdefault(len(r.registry), None) or [r.w], r.registry),
+    lambda registry, kids: _Restless(registry, *kids),
+)
+
+
+def test_a_dict_that_changes_on_every_walk_runs_as_plain_jax_jit(caplog):
+    registry = {}
+    registry["node"] = _Restless(registry, jnp.full(1, 3.0))
+    f = stable_jit(lambda x: x * registry["node"].w)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(jnp.ones(1)), [3.0])
+    notices = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    assert len(notices) == 1 and "cannot be keyed" in notices[0]

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import stablejit
+from stablejit._fingerprint import code as code_module
 from stablejit._fingerprint.code import code_info, is_library_file
 from stablejit._fingerprint.walk import fingerprint
 
@@ -83,3 +85,11 @@ def test_the_test_files_and_the_standard_library_keep_their_classification():
     assert is_library_file(json.__file__)
     assert is_library_file("<frozen importlib._bootstrap>")
     assert not is_library_file("<string>")
+
+
+def test_stablejit_itself_is_library_code_wherever_it_lies():
+    # This checkout is on sys.path with no .dist-info: its tests are user
+    # code, but stablejit's own functions and memo tables are machinery.
+    assert is_library_file(stablejit.__file__)
+    assert is_library_file(code_module.__file__)
+    assert code_info(stablejit.stable_jit.__code__).library

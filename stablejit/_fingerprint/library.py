@@ -13,6 +13,11 @@ A file is a library's if it lies
   ``*.dist-info``, whose ``RECORD`` lists the package (``pip install
   --target``, a machine image's JAX on ``PYTHONPATH``).
 
+stablejit's own files count as a library's wherever they lie (a checkout on
+``PYTHONPATH``, an editable install): its functions and memo tables are
+machinery that user code reaches through ``jax.jit`` in patch mode, never
+part of what a trace computes.
+
 A project installed editable keeps its own files in the project, where no
 ``.dist-info`` lists them (setuptools leaves an ``.egg-info`` there, which
 does not count), so they stay user code, as do files of a project run from
@@ -43,6 +48,7 @@ _LIBRARY_DIRS = tuple(
         }
     )
 )
+_OWN_DIR = os.path.normcase(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 _LIBRARY_FILES = Memo(1 << 14)  # file name → is_library_file
 _FOLDERS: dict[str, tuple[str, ...]] = {}  # sys.path entry → its normalised paths
 _INSTALLED: dict[str, frozenset[str]] = {}  # folder → top-level names installed there
@@ -58,7 +64,7 @@ def is_library_file(filename: str) -> bool:
             lib = False
         else:
             real = os.path.normcase(os.path.realpath(filename))
-            lib = any(real.startswith(d + os.sep) for d in _LIBRARY_DIRS) or _installed(
+            lib = any(real.startswith(d + os.sep) for d in (_OWN_DIR, *_LIBRARY_DIRS)) or _installed(
                 {os.path.normcase(os.path.abspath(filename)), real}
             )
         _LIBRARY_FILES.put(filename, lib)

@@ -24,7 +24,8 @@ from .options import Lift, Options
 
 class Unkeyable(Exception):
     """What a callable reaches cannot be walked: nested deeper than Python's
-    recursion limit allows (a structure that grows with every call)."""
+    recursion limit allows (a structure that grows with every call), or
+    changing while it is walked, walk after walk."""
 
 
 def _walk(make_walker, subject) -> tuple[Any, list]:
@@ -32,7 +33,8 @@ def _walk(make_walker, subject) -> tuple[Any, list]:
 
     A dict or set that changes while it is walked (another thread, or a
     pytree whose flattening sets up state lazily) gets one more walk, over
-    the settled state.
+    the settled state; one that changes on every walk (a cache the walk
+    itself fills) cannot be keyed.
     """
     for attempt in (0, 1):
         w = make_walker()
@@ -41,8 +43,10 @@ def _walk(make_walker, subject) -> tuple[Any, list]:
         except RuntimeError as e:
             if isinstance(e, RecursionError):
                 raise Unkeyable(str(e)) from e
-            if attempt or "changed" not in str(e) or "during iteration" not in str(e):
+            if "changed" not in str(e) or "during iteration" not in str(e):
                 raise
+            if attempt:
+                raise Unkeyable(str(e)) from e
     raise AssertionError("unreachable")
 
 

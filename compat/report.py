@@ -49,6 +49,7 @@ def merge(parts: dict[int, dict]) -> dict:
     times summed, the stablejit revisions each shard ran against listed."""
     runs = [parts[i] for i in sorted(parts)]
     outcomes = {t: o for run in runs for t, o in run["outcomes"].items()}
+    compiles = {t: n for run in runs for t, n in (run.get("compiles_by_test") or {}).items()}
     census = {}
     for run in runs:
         for k, v in (run.get("census") or {}).items():
@@ -62,6 +63,7 @@ def merge(parts: dict[int, dict]) -> dict:
         "shard": None,
         "shards": len(runs),
         "outcomes": outcomes,
+        "compiles_by_test": compiles,
         "counts": dict(sorted(counts.items())),
         "census": census or None,
         "wall_s": round(sum(r["wall_s"] for r in runs), 1),
@@ -107,6 +109,19 @@ def regressions(stock: dict, other: dict) -> list[dict]:
     return out
 
 
+def extra_compiles(stock: dict, other: dict) -> list[dict]:
+    """Tests that compiled more in ``other`` than stock, most first: where a
+    mode's compile total above stock comes from. Empty where either run
+    predates per-test counts."""
+    base, got = stock.get("compiles_by_test") or {}, other.get("compiles_by_test") or {}
+    out = [
+        {"test": t, "stock": base[t], "mode": n}
+        for t, n in got.items()
+        if t in base and n > base[t]
+    ]
+    return sorted(out, key=lambda r: (r["stock"] - r["mode"], r["test"]))
+
+
 def summarise(profile: str, env: str, suite: str) -> dict | None:
     runs = load(profile, env, suite)
     if not runs:
@@ -126,8 +141,10 @@ def summarise(profile: str, env: str, suite: str) -> dict | None:
         stock = runs["stock"]
         summary["stock_not_passing"] = sum(o != "passed" for o, _ in stock["outcomes"].values())
         summary["by_design"] = {}
+        summary["extra_compiles"] = {}
         for mode, run in runs.items():
             if mode != "stock":
+                summary["extra_compiles"][mode] = extra_compiles(stock, run)
                 lost = regressions(stock, run)
                 expected = [r for r in lost if by_design(suite, mode, r["test"])]
                 for r in expected:
@@ -229,6 +246,17 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
         if len(lost) > MD_LIMIT:
             lines.append(f"- ... {len(lost) - MD_LIMIT} more in the JSON")
         lines.append("")
+    for mode, extra in summary.get("extra_compiles", {}).items():
+        if extra:
+            more = sum(r["mode"] - r["stock"] for r in extra)
+            lines += [
+                f"## Compiling more under `{mode}` than stock ({len(extra)} tests, +{more})",
+                "",
+            ]
+            lines += [f"- `{r['test']}`: {r['stock']} → {r['mode']}" for r in extra[:MD_LIMIT]]
+            if len(extra) > MD_LIMIT:
+                lines.append(f"- ... {len(extra) - MD_LIMIT} more in the JSON")
+            lines.append("")
     lines += ["## Commands", ""]
     for mode, run in runs.items():
         rev = run.get("stablejit", "?")

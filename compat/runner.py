@@ -178,7 +178,7 @@ def run(job: Job) -> dict:
             os.killpg(proc.pid, signal.SIGKILL)
             returncode, timed_out = proc.wait(), True
     wall = time.monotonic() - start
-    outcomes = _read_outcomes(lines)
+    outcomes, compiles = _read_outcomes(lines)
     counts = collections.Counter(outcome for outcome, _ in outcomes.values())
     raw = {
         "suite": job.suite.name,
@@ -198,6 +198,7 @@ def run(job: Job) -> dict:
         "counts": dict(sorted(counts.items())),
         "census": _census(census),
         "outcomes": outcomes,
+        "compiles_by_test": compiles,
     }
     (job.raw_dir / f"{job.stem}.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     return raw
@@ -217,13 +218,15 @@ def test_files(base: Path, paths: tuple[str, ...], deselect: dict[str, str]) -> 
     )
 
 
-def _read_outcomes(path: Path) -> dict[str, list[str]]:
-    """nodeid -> [outcome, first error line]; a later phase's failure (an
-    error in teardown after a pass) wins over the earlier outcome."""
+def _read_outcomes(path: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """``({nodeid: [outcome, first error line]}, {nodeid: compiles})``; a
+    later phase's failure (an error in teardown after a pass) wins over the
+    earlier outcome."""
     rank = {"passed": 0, "skipped": 0, "xfailed": 0, "xpassed": 1, "failed": 2, "error": 3}
     out: dict[str, list[str]] = {}
+    compiles: dict[str, int] = {}
     if not path.exists():
-        return out
+        return out, compiles
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
@@ -232,7 +235,9 @@ def _read_outcomes(path: Path) -> dict[str, list[str]]:
         prev = out.get(entry["id"])
         if prev is None or rank[entry["outcome"]] > rank[prev[0]]:
             out[entry["id"]] = [entry["outcome"], entry["message"]]
-    return out
+        if "compiles" in entry:
+            compiles[entry["id"]] = entry["compiles"]
+    return out, compiles
 
 
 def _census(path: Path) -> dict | None:

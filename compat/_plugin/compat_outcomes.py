@@ -9,6 +9,9 @@ The file is named by ``$COMPAT_OUTCOMES``. Each line is
 ``{"id", "outcome", "message"}`` where outcome is passed, failed, error
 (setup/teardown or collection), skipped, xfailed or xpassed, and message the
 first line of the failure (the exception line pytest shows after ``E``).
+A test's line also carries ``compiles``: the XLA compiles JAX reported from
+its setup to its teardown, so that a mode compiling more than stock is
+traced to the tests that do.
 """
 
 from __future__ import annotations
@@ -19,6 +22,23 @@ import os
 import pytest
 
 _PATH = os.environ.get("COMPAT_OUTCOMES")
+# JAX's backend-compile duration event (jax/_src/dispatch.py).
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_compiles = [0]
+_pending: list[dict] = []  # a running test's lines, written when it ends
+
+
+def _count(event: str, duration: float, **_) -> None:
+    if event == _COMPILE_EVENT:
+        _compiles[0] += 1
+
+
+def pytest_configure(config) -> None:
+    try:
+        from jax import monitoring
+    except ImportError:  # a suite without JAX: outcomes only
+        return
+    monitoring.register_event_duration_secs_listener(_count)
 
 
 def _first_line(report) -> str:
@@ -58,7 +78,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     else:
         return
     message = "" if outcome == "passed" else _first_line(report)
-    _write({"id": report.nodeid, "outcome": outcome, "message": message})
+    _pending.append({"id": report.nodeid, "outcome": outcome, "message": message})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = _compiles[0]
+    yield
+    for entry in _pending:
+        _write({**entry, "compiles": _compiles[0] - start})
+    _pending.clear()
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

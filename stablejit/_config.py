@@ -15,9 +15,11 @@ class Config:
     """stablejit's settings; change them through :data:`stablejit.config`.
 
     Attributes:
-        cache_size: the most compiled entries kept across all functions; the
-            least recently used entry is evicted (and its executables freed)
-            beyond it. Default 1024, or ``$STABLEJIT_CACHE_SIZE``.
+        cache_size: the most compiled executables kept across all
+            functions (an entry holds one per argument signature it
+            compiled); least recently used entries are evicted, and their
+            executables freed, beyond it. Default 512, or
+            ``$STABLEJIT_CACHE_SIZE``.
         explain_misses: log, through the ``stablejit`` logger, why each
             retrace happened (which closure variable, global, default or
             argument changed, old → new). Costs nothing on cache hits.
@@ -52,13 +54,13 @@ class Config:
         >>> import stablejit
         >>> stablejit.config.cache_size = 256
         >>> stablejit.config.explain_misses = True
-        >>> stablejit.config.cache_size, stablejit.config.explain_misses = 1024, False
+        >>> stablejit.config.cache_size, stablejit.config.explain_misses = 512, False
     """
 
     def __init__(self):
         self._lock = threading.Lock()
         self._on_cache_size: list[Callable[[int], None]] = []
-        self._cache_size = _env("STABLEJIT_CACHE_SIZE", 1024, _positive_int)
+        self._cache_size = _env("STABLEJIT_CACHE_SIZE", 512, _positive_int)
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
         self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "log", _stance)

@@ -119,6 +119,18 @@ def test_cache_is_bounded_and_least_recently_used_is_evicted(traces):
     assert traces.n == 6
 
 
+def test_the_bound_counts_executables_so_an_entry_compiled_for_many_shapes_weighs_more(traces):
+    stablejit.config.cache_size = 3
+    make = functools.partial(_adder, traces)
+    for n in (1, 2, 3):  # one entry, three executables
+        make(0)(jnp.zeros(n))
+    assert (_cache.num_entries(), traces.n) == (1, 3)
+    make(1)(jnp.zeros(1))  # a fourth executable: the older entry goes
+    assert _cache.num_entries() == 1
+    np.testing.assert_array_equal(make(0)(jnp.zeros(1)), [0.0])
+    assert traces.n == 5  # evicted: traced again
+
+
 def test_shrinking_the_cache_evicts_immediately():
     for k in range(4):
         stable_jit(lambda x, k=k: x + k)(jnp.zeros(1))

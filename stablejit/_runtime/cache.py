@@ -6,6 +6,14 @@ only) and calls it. One ``jax.jit`` object per entry means JAX's own C++ fast
 path serves every later call; constructing ``jax.jit`` per call would cost
 ~0.2 ms. Entries hold static key parts and compiled code, never the user's
 callable or its arrays. Bounded (LRU, ``config.cache_size``), thread-safe.
+
+The bound counts compiled executables, not entries: an entry holds one per
+argument signature it compiled. Executables are what runs out. Plain
+``jax.jit`` frees a function's executables when the function dies; ours
+outlive the functions that made them (that is the point), and on CPU each
+one maps its code into the process: an optax test suite's thousand entries
+held ~25 mappings per executable, and XLA crashed compiling once the process
+reached Linux's limit of 65,530 mappings.
 """
 
 from __future__ import annotations
@@ -105,25 +113,36 @@ def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
             entry.jitted = build(entry)
             CACHE[key] = entry
             ENTRIES[entry] = None
-            _evict_locked(config.cache_size)
+            _evict_locked(config.cache_size, keep=entry)
         return entry
 
 
-def _evict_locked(size: int) -> None:
-    """Drops the least recently used entries beyond ``size``.
+def _weight(entry: Entry) -> int:
+    """The executables ``entry`` holds (one, until its first compile)."""
+    return max(1, entry.compiles)
+
+
+def _evict_locked(size: int, keep: Entry | None = None) -> None:
+    """Drops the least recently used entries, never ``keep`` (the entry
+    just created), while they hold more than ``size`` executables.
 
     Recency is read off the hit counters, so a hit pays for nothing else: an
     entry hit since the previous eviction counts as used now (the CLOCK
     approximation of LRU, resolved at evictions).
     """
-    if len(ENTRIES) <= size:
+    held = sum(map(_weight, ENTRIES))
+    if held <= size:
         return
     for e in ENTRIES:
         if e.hits != e.hits_then:
             e.hits_then = e.hits
             e.last_used = next(CLOCK)
-    while len(ENTRIES) > size:
-        _drop_locked(min(ENTRIES, key=lambda e: e.last_used), evicted=True)
+    for e in sorted(ENTRIES, key=lambda e: e.last_used):
+        if held <= size:
+            break
+        if e is not keep:
+            held -= _weight(e)
+            _drop_locked(e, evicted=True)
 
 
 def _drop_locked(entry: Entry, evicted: bool = False) -> None:

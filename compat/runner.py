@@ -7,9 +7,10 @@ reused while its ``key`` (releases, selection, deselections) is unchanged, so
 ``--only numpyro --modes jit`` compares against the stock run already there.
 
 A suite too long for one sitting runs in shards (``--shard I/N``): shard I
-takes every N-th of the suite's test files, in sorted order, and writes
-``<mode>.shard-IofN.json``; the report merges a mode's shards once all N are
-there (see :func:`compat.report.load`).
+takes every N-th of the suite's test files, in sorted order (or, for a suite
+sharded by test, the tests whose id hashes to I; see the outcome plugin), and
+writes ``<mode>.shard-IofN.json``; the report merges a mode's shards once all
+N are there (see :func:`compat.report.load`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Job:
     def targets(self) -> tuple[list[str], list[str]]:
         """(pytest arguments naming the tests, deselection arguments)."""
         paths, k = selection(self.suite, self.profile)
-        if self.shard is not None:
+        if self.shard is not None and self.suite.shard_by == "file":
             i, n = self.shard
             paths = tuple(test_files(self.base, paths, self.suite.deselect)[i - 1 :: n])
         args = [self._path(p) for p in paths]
@@ -157,6 +158,8 @@ def run(job: Job) -> dict:
     # root: it has a `tests` package of its own.
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), str(_this_checkout())])
     env["COMPAT_OUTCOMES"] = str(lines)
+    if job.shard is not None and job.suite.shard_by == "test":
+        env["COMPAT_SHARD"] = "{}/{}".format(*job.shard)
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into site-packages
     revision = _stablejit_revision()

@@ -76,6 +76,9 @@ class Suite:
     full: tuple[str, ...]
     deselect: dict[str, str]  # path or nodeid -> why it never runs here
     full_timeout: int  # seconds for one mode of the full profile
+    # How --shard divides the suite: "file" (every N-th test file) or "test"
+    # (by a hash of each test id), for a suite whose time sits in one file.
+    shard_by: str = "file"
 
 
 SUITE_TABLE = {
@@ -130,6 +133,8 @@ SUITE_TABLE = {
             "test/test_example_utils.py": "downloads data sets (network)",
         },
         full_timeout=6 * 3600,
+        # test_distributions.py alone is most of the suite's ~2.5 h per mode.
+        shard_by="test",
     ),
     "flax": Suite(
         "flax",

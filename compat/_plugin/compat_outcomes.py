@@ -9,6 +9,9 @@ The file is named by ``$COMPAT_OUTCOMES``. Each line is
 ``{"id", "outcome", "message"}`` where outcome is passed, failed, error
 (setup/teardown or collection), skipped, xfailed or xpassed, and message the
 first line of the failure (the exception line pytest shows after ``E``).
+With ``$COMPAT_SHARD`` set to ``I/N``, only the tests whose id hashes
+(CRC-32) to I of N run: a shard of a suite whose time sits in one file.
+
 A test's line also carries ``compiles``: the XLA compiles JAX reported from
 its setup to its teardown, so that a mode compiling more than stock is
 traced to the tests that do.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 
 import pytest
 
@@ -26,6 +30,19 @@ _PATH = os.environ.get("COMPAT_OUTCOMES")
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _compiles = [0]
 _pending: list[dict] = []  # a running test's lines, written when it ends
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    shard = os.environ.get("COMPAT_SHARD")
+    if not shard:
+        return
+    i, n = (int(x) for x in shard.split("/"))
+    keep, drop = [], []
+    for item in items:
+        mine = zlib.crc32(item.nodeid.encode()) % n == i - 1
+        (keep if mine else drop).append(item)
+    items[:] = keep
+    config.hook.pytest_deselected(items=drop)
 
 
 def _count(event: str, duration: float, **_) -> None:

@@ -6,6 +6,8 @@ bulk), never re-keyed. Each test runs with the record's checks interpreted and c
 fails if a shortcut equates two values that key differently.
 """
 
+import collections
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -287,3 +289,119 @@ def test_a_tuple_of_mixed_items_in_a_list_in_a_dict(traced):
     np.testing.assert_allclose(call({"parts": [2.0, (jnp.ones(2), "abc")]}, x), x * 2 + 1 + 3)
     np.testing.assert_allclose(call({"parts": [-0.0, (jnp.ones(2), "abc")]}, x), x * -0.0 + 4)
     assert traced() == 3
+
+
+def _layers(n, scale, names=("w", "b")):
+    return {
+        f"layer{i}": {k: jnp.full(2, scale * (i + 1) + j, jnp.float32) for j, k in enumerate(names)}
+        for i in range(n)
+    }
+
+
+def _total(params):
+    # Every place weighs differently, so a layer or name mixed up shows; a
+    # Python number or a layer of another type counts apart, so one taken
+    # for an array (a tracer) or for a plain dict shows.
+    total = 0.0
+    for i, layer in enumerate(params.values()):
+        total = total + (0.0 if type(layer) is dict else 500.0)
+        for j, v in enumerate(layer.values() if isinstance(layer, dict) else layer):
+            total = total + (1000.0 if isinstance(v, float | str) else (10 * i + j + 1) * v)
+    return total
+
+
+def _call_total(params, x):
+    def f(x):
+        _traced()
+        return x + _total(params)
+
+    return stable_jit(f)(x)
+
+
+def test_a_params_dict_of_layers_is_rechecked_in_bulk_and_sees_new_arrays(traced, walks):
+    x = jnp.ones(2)
+    for i in range(10):
+        params = _layers(4, float(i))
+        np.testing.assert_allclose(_call_total(params, x), x + _total(params))
+    assert traced() == 1
+    assert walks() <= 3
+
+
+def test_layers_that_change_shape_name_or_kind_of_value_are_not_matched_in_bulk(traced):
+    def two_layers(first, second, cls=dict):
+        return {
+            # (One signature for all arrays: JAX's own check sees no difference.)
+            "layer0": {k: jnp.asarray(float(n)) for n, k in enumerate(first)},
+            "layer1": cls((k, jnp.asarray(float(n))) for n, k in enumerate(second)),
+        }
+
+    x = jnp.ones(2)
+    for _ in range(6):
+        _call_total(two_layers("ab", "cd"), x)
+    assert traced() == 1
+    layer0 = two_layers("ab", "")["layer0"]
+    changed = [
+        two_layers("ab", "ce"),  # a name
+        two_layers("abc", "d"),  # the same names, split otherwise
+        # a Python float where a weak-typed scalar array was (JAX sees one signature)
+        {"layer0": layer0, "layer1": {"c": jnp.asarray(0.0), "d": 1.0}},
+        {"layer0": layer0, "layer1": {"c": jnp.asarray(0.0), "d": "one"}},
+        {"layer0": layer0, "layer1": [jnp.asarray(0.0), jnp.asarray(1.0)]},
+        two_layers("ab", "cd", cls=collections.OrderedDict),
+    ]
+    for params in changed:
+        for _ in range(3):  # the base's record in front again, where a call looks first
+            _call_total(two_layers("ab", "cd"), x)
+        np.testing.assert_allclose(_call_total(params, x), x + _total(params))
+    assert traced() == 1 + len(changed)
+
+
+def test_one_layer_dict_at_two_places_is_not_matched_as_two_dicts(traced):
+    def call(params, x):
+        def f(x):
+            _traced()
+            # Identity is part of the structure: traced code may test it.
+            return x + _total(params) + (100.0 if params["a"] is params["b"] else 0.0)
+
+        return stable_jit(f)(x)
+
+    def want(params):
+        return x + _total(params) + (100.0 if params["a"] is params["b"] else 0.0)
+
+    x = jnp.ones(2)
+    for i in range(6):
+        params = {
+            "a": _layers(1, i)["layer0"],
+            "b": _layers(1, i + 1)["layer0"],
+            "c": _layers(1, i + 2)["layer0"],
+        }
+        np.testing.assert_allclose(call(params, x), want(params))
+    assert traced() == 1
+    layer = _layers(1, 7.0)["layer0"]
+    params = {"a": layer, "b": layer, "c": _layers(1, 9.0)["layer0"]}
+    np.testing.assert_allclose(call(params, x), want(params))
+    assert traced() == 2
+
+
+def test_a_layer_dict_also_reached_elsewhere_is_a_back_reference(traced):
+    def call(extra, params, x):
+        def f(x):
+            _traced()
+            shared = any(layer is extra for layer in params.values())
+            return x + _total(params) + extra["w"] + (100.0 if shared else 0.0)
+
+        return stable_jit(f)(x)
+
+    def want(extra, params):
+        shared = any(layer is extra for layer in params.values())
+        return x + _total(params) + extra["w"] + (100.0 if shared else 0.0)
+
+    x = jnp.ones(2)
+    for i in range(6):
+        params, extra = _layers(3, float(i)), _layers(1, 5.0)["layer0"]
+        np.testing.assert_allclose(call(extra, params, x), want(extra, params))
+    assert traced() == 1
+    params = _layers(3, 4.0)
+    extra = params["layer1"]  # met first as `extra`, then again inside `params`
+    np.testing.assert_allclose(call(extra, params, x), want(extra, params))
+    assert traced() == 2

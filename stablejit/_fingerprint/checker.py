@@ -45,6 +45,12 @@ INLINE_ITEMS = 200
 checked by their guards' own code (a record over thousands of items
 compiles to a short loop, not thousands of lines)."""
 
+BATCH_ITEMS = 8
+"""Items from which a container whose items are all dicts of arrays or plain
+objects is checked by its bulk pass (see the guards' ``_Items.batch``),
+written out or not: a few C-level passes over all of them cost about a
+microsecond, more than a few written out one by one."""
+
 _FAIL = "return _fail(leaves, n, seen, n_seen)"
 
 
@@ -106,7 +112,7 @@ def _items(w: _Writer, i: int, slot, v: str, values: str, getters) -> None:
         same = f"all(map(_is, {values}, {w.const(slot.items)}))"
         w.fail_if(i, f"not {same} and not {s}.items_fit({values}, leaves, sinks, seen)")
         return
-    if len(slot.items) > w.budget or slot.objects is not None:
+    if len(slot.items) > w.budget or (slot.batch is not None and len(slot.items) >= BATCH_ITEMS):
         w.fail_if(i, f"not {s}.items_fit({values}, leaves, sinks, seen)")
         return
     w.budget -= len(slot.items)

@@ -90,13 +90,15 @@ SAME = sentinel("all the very objects")
 class _Items:
     """Slots for the items of a container, with the checks a common shape
     allows done in one C-level pass: all arrays (a params dict), or all the
-    very objects seen (a config dict, an object's attributes)."""
+    very objects seen (a config dict, an object's attributes); or, for
+    items that are all such dicts or objects, in a few passes over all of
+    them (``batch``: a params dict's layers, a list of logits processors)."""
 
-    __slots__ = ("items", "mode", "objects")
+    __slots__ = ("items", "mode", "batch")
 
     def __init__(self, items: tuple):
         self.items = items
-        self.objects = None
+        self.batch = None
         if items and all(x is LEAF_SLOT for x in items):
             self.mode = LEAVES
         elif not any(x is LEAF_SLOT or type(x) in CHECKED_SLOTS for x in items):
@@ -104,7 +106,9 @@ class _Items:
         else:
             self.mode = None
             if all(type(x) is ObjectSlot and x.state.mode is SAME for x in items):
-                self.objects = _Objects(items)
+                self.batch = _Objects(items)
+            elif all(type(x) is DictSlot and x.mode is LEAVES for x in items):
+                self.batch = _LeafDicts(items)
 
     def items_fit(self, values, leaves, sinks, seen) -> bool:
         """Whether ``values`` (as many as ``items``) fit, item by item."""
@@ -116,11 +120,11 @@ class _Items:
             return True
         if mode is SAME and all(map(operator.is_, values, self.items)):
             return True
-        objects = self.objects
-        if objects is not None:
-            same = objects.same(values, sinks, seen)
-            if same is not None:
-                return same
+        batch = self.batch
+        if batch is not None:
+            fit = batch.fit(values, leaves, sinks, seen)
+            if fit is not None:
+                return fit
         # (Lengths are checked by the containers.)
         for x, expected in zip(values, self.items, strict=False):
             if x is not expected and not slot_fits(x, expected, leaves, sinks, seen):
@@ -143,7 +147,7 @@ class _Objects:
         self.names = tuple(chain.from_iterable(x.state.keys for x in items))
         self.values = tuple(chain.from_iterable(x.state.items for x in items))
 
-    def same(self, values, sinks, seen) -> bool | None:
+    def fit(self, values, leaves, sinks, seen) -> bool | None:
         """True if ``values`` are such objects holding the very names and
         values seen (numbered in ``seen`` as the walk numbers each object,
         then its ``__dict__``); False if they must not match; None if the
@@ -166,12 +170,51 @@ class _Objects:
         ids = [None] * (2 * len(objs))
         ids[::2] = map(id, objs)
         ids[1::2] = map(id, dicts)
-        if not seen.keys().isdisjoint(ids) or (sinks and not sinks.keys().isdisjoint(ids)):
+        return all_fresh(ids, sinks, seen)
+
+
+class _LeafDicts:
+    """Dicts of arrays under string keys (the layers of a params dict):
+    re-checked all at once, in C-level passes (types, sizes, every name by
+    identity, every value's type), instead of a dict at a time."""
+
+    __slots__ = ("sizes", "names")
+
+    def __init__(self, items):
+        self.sizes = [len(x.keys) for x in items]
+        self.names = tuple(chain.from_iterable(x.keys for x in items))
+
+    def fit(self, values, leaves, sinks, seen) -> bool | None:
+        """True if ``values`` are such dicts, now holding arrays (appended to
+        ``leaves``, each dict numbered in ``seen`` as the walk numbers it);
+        False if they must not match; None if the dict-by-dict check must
+        decide (equal names built anew)."""
+        dicts = values if type(values) is list else list(values)
+        if not _DICT_TYPE.issuperset(map(type, dicts)) or list(map(len, dicts)) != self.sizes:
             return False
-        n = len(seen)
-        seen.update(zip(ids, count(n)))
-        # An object twice: the walk keys the second as a back reference.
-        return len(seen) == n + len(ids)
+        if not all(map(operator.is_, chain.from_iterable(dicts), self.names)):
+            return None
+        arrays = list(chain.from_iterable(map(dict.values, dicts)))
+        if not LEAF_TYPES.issuperset(map(type, arrays)) or not all_fresh(
+            list(map(id, dicts)), sinks, seen
+        ):
+            return False
+        leaves.extend(arrays)
+        return True
+
+
+_DICT_TYPE = frozenset({dict})
+
+
+def all_fresh(ids: list, sinks, seen) -> bool:
+    """Numbers ``ids`` in order as :func:`fresh` would one at a time; False
+    if the walk would key any of them otherwise (met before, twice here, or
+    a side channel)."""
+    if not seen.keys().isdisjoint(ids) or (sinks and not sinks.keys().isdisjoint(ids)):
+        return False
+    n = len(seen)
+    seen.update(zip(ids, count(n)))
+    return len(seen) == n + len(ids)
 
 
 class TupleSlot(_Items):

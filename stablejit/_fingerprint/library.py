@@ -64,9 +64,9 @@ def is_library_file(filename: str) -> bool:
             lib = False
         else:
             real = os.path.normcase(os.path.realpath(filename))
-            lib = any(real.startswith(d + os.sep) for d in (_OWN_DIR, *_LIBRARY_DIRS)) or _installed(
-                {os.path.normcase(os.path.abspath(filename)), real}
-            )
+            lib = any(
+                real.startswith(d + os.sep) for d in (_OWN_DIR, *_LIBRARY_DIRS)
+            ) or _installed({os.path.normcase(os.path.abspath(filename)), real})
         _LIBRARY_FILES.put(filename, lib)
     return lib
 

@@ -23,14 +23,14 @@ import numpy as np
 
 from ._markers import sentinel
 from ._originals import LAX
-from ._runtime.jitted import StableJitted
+from ._runtime.jitted import StableJitted, made
 from ._runtime.options import DEFAULT_OPTIONS
 
 
 def _run(runner: Callable, *static: Any) -> StableJitted:
     """``runner`` with ``static`` (functions and Python values) bound in: the
     cache key is theirs; the arguments of the call are the dynamic ones."""
-    return StableJitted(functools.partial(runner, *static), DEFAULT_OPTIONS)
+    return made(functools.partial(runner, *static), DEFAULT_OPTIONS)
 
 
 # The runners: each calls the real lax function (not a patched one), with the

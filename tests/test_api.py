@@ -271,3 +271,21 @@ def test_partial_of_stable_jit_decorator_factory():
     deco = functools.partial(stable_jit, static_argnums=0)
     g = deco(lambda n, x: x * n)
     np.testing.assert_array_equal(g(3, jnp.ones(1)), [3.0])
+
+
+def test_keyword_arguments_named_like_stablejits_own_parameters_reach_the_function():
+    traces = []
+
+    def outer(x):
+        def f(x, fn=0.0, opts=0.0, args=0.0, kwargs=0.0):
+            traces.append(None)
+            return x + fn + 10 * opts + 100 * args + 1000 * kwargs
+
+        return stable_jit(f)(x, fn=1.0, opts=2.0, args=3.0, kwargs=4.0)
+
+    x = jnp.ones(2)
+    for _ in range(8):  # through the general call path, then the closure's own
+        np.testing.assert_allclose(outer(x), x + 4321.0)
+    assert len(traces) == 1
+    g = stable_jit(lambda x, fn: x * fn, static_argnames="fn")
+    np.testing.assert_allclose(g(x, fn=3.0), x * 3.0)

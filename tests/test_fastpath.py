@@ -331,3 +331,24 @@ def test_the_fast_path_never_serves_a_baked_variant():
         np.testing.assert_array_equal(make(mask)(x), [1.0])
     mask[0] = True
     np.testing.assert_array_equal(make(mask)(x), [2.0])
+
+
+def test_a_closure_served_by_its_own_call_function_retraces_for_new_shapes(traced):
+    # Once a record's checks are compiled, stable_jit hands out partials of the
+    # record's own call function; a trace started there (new shapes) must find
+    # the function being called, with its own arrays.
+    def outer(x, w):
+        def f(x):
+            _traced()
+            return x * w
+
+        return stable_jit(f)
+
+    for _ in range(8):
+        jitted = outer(jnp.ones(2), jnp.full(2, 3.0))
+        np.testing.assert_allclose(jitted(jnp.ones(2)), jnp.full(2, 3.0))
+    assert jitted.func is _record(jitted.__wrapped__).call is not None
+    for n in (3, 4):
+        w = jnp.arange(float(n))
+        np.testing.assert_allclose(outer(None, w)(jnp.ones(n)), w)
+    assert traced() == 3

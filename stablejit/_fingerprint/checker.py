@@ -51,13 +51,13 @@ objects is checked by its bulk pass (see the guards' ``_Items.batch``),
 written out or not: a few C-level passes over all of them cost about a
 microsecond, more than a few written out one by one."""
 
-_FAIL = "return _fail(leaves, n, seen, n_seen)"
-
 
 class _Writer:
-    """The source being written: lines, constants, and names for both."""
+    """The source being written: lines, constants, and names for both
+    (``fail``: the statement that ends the function when a check fails)."""
 
-    def __init__(self):
+    def __init__(self, fail: str):
+        self.fail = fail
         self.lines: list[str] = []
         self.consts: dict[str, object] = {
             "_fail": undo,
@@ -91,7 +91,7 @@ class _Writer:
 
     def fail_if(self, indent: int, cond: str) -> None:
         self.line(indent, f"if {cond}:")
-        self.line(indent + 1, _FAIL)
+        self.line(indent + 1, self.fail)
 
 
 def _number(w: _Writer, i: int, v: str) -> None:
@@ -231,18 +231,57 @@ def _size(record) -> int:
     return 1 + len(record.globals) + len(record.cells)
 
 
-def compile_match(record):
-    """``record``'s checks (see :class:`.fastpath.FastPath`) as one function
-    of ``(fn, leaves, sinks, seen=None)`` returning its key or None."""
-    w = _Writer()
+def _compile(record, head, prologue, fail, epilogue, consts, filename, own_leaves=False):
+    """One function: ``head``, then ``prologue``, then ``record``'s checks
+    (each failing with ``fail``), then the lines ``epilogue(uses_leaves)``
+    gives (``uses_leaves``: whether any check collects arrays, into a list
+    ``leaves`` that the function binds itself if ``own_leaves``)."""
+    w = _Writer(fail)
+    w.consts.update(consts)
     w.budget -= _size(record)
-    w.line(1, "n, n_seen = len(leaves), (len(seen) if seen is not None else 0)")
+    for text in prologue:
+        w.line(1, text)
+    start = len(w.lines)
     if record.nested:
         w.line(1, "if seen is None:")
         w.line(2, "seen = {id(fn): 0}")  # a walk from ``fn`` numbers it first
     _emit_record(w, 1, record, "fn")
-    w.line(1, f"return {w.const(record.key)}")
-    source = "def match(fn, leaves, sinks, seen=None):\n" + "\n".join(w.lines) + "\n"
+    uses_leaves = any("leaves" in text for text in w.lines[start:])
+    if uses_leaves and own_leaves:
+        w.lines.insert(start, "    leaves = []")
+    key = w.const(record.key)
+    for text in epilogue(uses_leaves):
+        w.line(1, text.format(key=key))
+    source = head + "\n" + "\n".join(w.lines) + "\n"
     namespace = dict(w.consts)
-    exec(compile(source, "<stablejit fast-path record>", "exec"), namespace)  # noqa: S102
-    return namespace["match"]
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102
+    return namespace[head[4 : head.index("(")]]
+
+
+CALL_FILENAME = "<stablejit call>"
+"""The file name of the call functions compiled here: a frame running one
+is a stablejit call's (see the runtime's ``current_callable``)."""
+
+
+def compile_match(record):
+    """``record``'s checks (see :class:`.fastpath.FastPath`) as one function
+    of ``(fn, leaves, sinks, seen=None)`` returning its key or None."""
+    return _compile(
+        record,
+        "def match(fn, leaves, sinks, seen=None):",
+        ["n, n_seen = len(leaves), (len(seen) if seen is not None else 0)"],
+        "return _fail(leaves, n, seen, n_seen)",
+        lambda uses_leaves: ["return {key}"],
+        {},
+        "<stablejit fast-path record>",
+    )
+
+
+def compile_call(record, prologue: list[str], fail: str, epilogue, consts: dict):
+    """``record``'s checks inside a caller's own function of ``(fn, opts,
+    *args, **kwargs)``: its ``prologue`` (which must bind ``sinks`` and
+    ``seen``), the checks, each failing with ``fail``, and its ``epilogue``
+    (see :func:`_compile`). One Python frame between a call and what it
+    calls, instead of a match and its caller."""
+    head = "def call(fn, opts, /, *args, **kwargs):"
+    return _compile(record, head, prologue, fail, epilogue, consts, CALL_FILENAME, True)

@@ -70,14 +70,17 @@ class CodeInfo(NamedTuple):
 
 class FastRecords:
     """Per code object: the fast path's current record, how many builds
-    failed, and the other records kept (see :mod:`.fastpath`)."""
+    failed, and the other records kept (see :mod:`.fastpath`); ``call``:
+    the current record's call function, read where a jitted function is made
+    (see the runtime's ``jitted``)."""
 
-    __slots__ = ("front", "failures", "others")
+    __slots__ = ("front", "failures", "others", "call")
 
     def __init__(self):
         self.front = None
         self.failures = 0
         self.others: tuple = ()
+        self.call = None
 
 
 INFO: dict[int, CodeInfo] = {}

@@ -63,6 +63,7 @@ def remember(fast: FastRecords, record) -> None:
         others = [front, *(r for r in fast.others if r is not record)]
         fast.others = tuple(others[: KEPT_RECORDS - 1])
     fast.front = record
+    fast.call = record.call
 
 
 class FastPath:
@@ -87,6 +88,7 @@ class FastPath:
         "lift",
         "match",
         "hits",
+        "call",
     )
 
     @classmethod
@@ -143,7 +145,14 @@ class FastPath:
         # once only (a value that changes on every call) is not worth it.
         self.hits = 0
         self.match = self._counting
+        # The runtime's call function for this record (see the runtime's
+        # ``jitted``), made once ``match`` is compiled; None until then.
+        self.call = None
         return self
+
+    @property
+    def compiled(self) -> bool:
+        return self.hits >= COMPILE_AFTER
 
     def _counting(self, fn, leaves, sinks, seen=None):
         key = self.interpret(fn, leaves, sinks, seen)

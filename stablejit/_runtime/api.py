@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._fingerprint.code import GENERATOR_FLAGS
-from .jitted import StableJitted, check_callable, wrap
+from .._fingerprint.code import INFO as CODE_INFO
+from .jitted import StableJitted, check_callable, made, wrap
+from .jitted import _call as call
 from .options import DEFAULT_OPTIONS, options_of, signature
 
 if TYPE_CHECKING:
@@ -91,9 +93,14 @@ def stable_jit(fun: Callable | None = None, /, **options: Any) -> Any:
     if not options and fun is not None:
         # The common call, made on every call of a function that defines its
         # jitted function inside: kept cheap.
-        if type(fun) is not types.FunctionType or fun.__code__.co_flags & GENERATOR_FLAGS:
-            check_callable(fun)
-        return StableJitted(fun, DEFAULT_OPTIONS)
+        if type(fun) is types.FunctionType and not fun.__code__.co_flags & GENERATOR_FLAGS:
+            # ``made`` written out (one Python frame less).
+            info = CODE_INFO.get(id(fun.__code__))
+            self = StableJitted((info and info.fast.call) or call, fun, DEFAULT_OPTIONS)
+            self.__dict__  # noqa: B018 (see ``made``)
+            return self
+        check_callable(fun)
+        return made(fun, DEFAULT_OPTIONS)
     opts = options_of(options)
     if fun is None:
         return functools.partial(wrap, opts=opts)

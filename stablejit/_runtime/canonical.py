@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import jax
 
+from .._fingerprint.checker import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import Snapshot
 from .._fingerprint.walk import fingerprint
@@ -59,14 +60,16 @@ def entry_point(func):
 def current_callable():
     """The callable whose stablejit call is being traced.
 
-    Read from the nearest stablejit entry point on the Python stack, where it
-    is ``self._fun``: tracing is synchronous, so that frame is there, and the
-    hot path pays nothing to publish the callable.
+    Read from the nearest stablejit entry point on the Python stack (a call
+    function compiled for a record counts as one), where it is the local
+    ``fn``: tracing is synchronous, so that frame is there, and the hot path
+    pays nothing to publish the callable.
     """
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code in _ENTRY_CODES:
-            return frame.f_locals["self"]._fun
+        code = frame.f_code
+        if code in _ENTRY_CODES or code.co_filename == CALL_FILENAME:
+            return frame.f_locals["fn"]
         frame = frame.f_back
     raise RuntimeError(
         "stablejit internal error: a canonical function was traced outside of a stablejit call"

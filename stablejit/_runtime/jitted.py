@@ -1,13 +1,15 @@
 """``StableJitted``: the callable ``stable_jit`` returns, and its hot path.
 
-A call keys the callable (the fingerprint, or for a redefined closure its
-fast-path record), finds the entry, and calls its ``jax.jit`` with the leaves
-first. Everything else — a miss, a first call, a fallback — is in
+A ``StableJitted`` is a ``functools.partial`` of a call function: the general
+one here, or a redefined closure's own (:mod:`.hot`). A call keys the callable
+(the fingerprint, or for a redefined closure its fast-path record), finds the
+entry, and calls its ``jax.jit`` with the leaves first. Everything else — a miss, a first call, a fallback — is in
 :mod:`.miss`; the key's layout is :mod:`.keys`'.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar
@@ -24,6 +26,7 @@ from .._fingerprint.rebuild import RebuildMismatch
 from . import cache, miss, persist
 from .cache import CACHE
 from .canonical import TRACE_LOCK, entry_point
+from .hot import install
 from .keys import Unkeyable, call_key, fingerprint_of, is_plain
 from .options import Options
 from .statics import release
@@ -46,10 +49,14 @@ def check_callable(fun) -> None:
         )
 
 
-class StableJitted(Generic[P, R]):
+class StableJitted(functools.partial, Generic[P, R]):
     """A callable compiled like ``jax.jit``, cached by structure.
 
-    Returned by :func:`stable_jit`; see there.
+    Returned by :func:`stable_jit`; see there. Underneath it is a
+    ``functools.partial`` of stablejit's call function, the callable and its
+    options (made by ``stable_jit``, not by hand), so that a call reaches the
+    call function (a redefined closure's own, once its checks are compiled)
+    with no Python frame of the wrapper's own in between.
 
     Example:
         >>> import jax.numpy as jnp
@@ -59,16 +66,20 @@ class StableJitted(Generic[P, R]):
         Array([2., 2.], dtype=float32)
     """
 
-    __slots__ = ("_fun", "_opts", "__weakref__")
+    __slots__ = ()
 
-    def __init__(self, fun: Callable[P, R], opts: Options):
-        self._fun = fun
-        self._opts = opts
+    @property
+    def _fun(self):
+        return self.args[0]
+
+    @property
+    def _opts(self):
+        return self.args[1]
 
     # -- functools.wraps without the per-construction cost
     @property
     def __wrapped__(self):
-        return self._fun
+        return self.args[0]
 
     def __getattr__(self, name):
         # functools.wraps without its per-construction cost.
@@ -84,6 +95,9 @@ class StableJitted(Generic[P, R]):
             f"{info.hits} hits, {info.misses} misses, {info.traces} traces>"
         )
 
+    def __reduce__(self):
+        return wrap, (self._fun, self._opts)
+
     def __get__(self, obj, objtype=None):
         # Decorating a method: bind like a function would, then jit the bound
         # method (keyed by the structure of ``obj``).
@@ -91,117 +105,11 @@ class StableJitted(Generic[P, R]):
             return self
         return wrap(types.MethodType(self._fun, obj), self._opts)
 
-    def _prepare(self, args, kwargs):
-        """``(subject, args, kwargs)``: what the call is keyed on, and the
-        arguments as the canonical jit takes them (see :mod:`.statics`)."""
-        return self._fun, args, kwargs
-
-    @entry_point
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            fn = self._fun
-            opts = self._opts
-            if type(fn) is _FunctionType:
-                # A redefined closure whose children are all immutable values or
-                # arrays: re-check them by identity and go straight to its entry
-                # (see the fingerprint's fastpath); the full walk below is the general case.
-                info = CODE_INFO.get(id(fn.__code__))
-                fast = info and info.fast.front
-                if fast is not None:
-                    entry = fast.entries.get(opts)
-                    if entry is not None:
-                        ready = entry.ready
-                        leaves = []
-                        if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
-                            entry.hits += 1
-                            if leaves:
-                                return ready(*leaves, *args, **kwargs)
-                            return ready(*args, **kwargs)
-            try:
-                key, leaves = call_key(opts, fn, len(args))
-            except Unkeyable as e:
-                return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
-            entry = CACHE.get(key)
-            if entry is not None:
-                ready = entry.ready
-                if ready is not None:
-                    entry.hits += 1
-                    if type(fn) is _FunctionType and is_plain(key):
-                        # (Not for baked variants: a record re-checks arrays by type.)
-                        fast = CODE_INFO[id(fn.__code__)].fast.front
-                        if fast is not None and fast.key is fingerprint_of(key):  # just built
-                            fast.entries[opts] = entry
-                    return ready(*leaves, *args, **kwargs)
-            return self._first_call(args, kwargs)
-        except RebuildMismatch as e:  # a trace, first or for new shapes
-            return self._plainly(e, args, kwargs)
-
-    def _plainly(self, error, args, kwargs):
-        """After a trace whose rebuild did not replay its key walk: the call
-        as a plain ``jax.jit`` runs it (see the runtime's ``miss.mismatched``)."""
-        miss.mismatched(self._fun, self._opts, error)
-        stats.done_compiling()
-        return miss.uncached(self._fun, self._opts)(*args, **kwargs)
-
-    @entry_point
-    def _first_call(self, args, kwargs, static_scalars=False):
-        fn, opts = self._fun, self._opts
-        with TRACE_LOCK:
-            # The hot path's key may have been read while another thread's
-            # trace was mutating state (see TRACE_LOCK): read it with none running.
-            subject, cargs, ckwargs = self._prepare(args, kwargs)
-            try:
-                key, leaves = call_key(opts, subject, len(cargs), static_scalars)
-            except Unkeyable as e:
-                release(cargs, ckwargs)
-                return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
-            entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
-            if entry is None:
-                return miss.uncached(fn, opts)(*args, **kwargs)
-            jitted = entry.jitted
-            disk = None
-            if entry.ready is None and config.persistent_dir is not None:
-                jax_hits = persist.jax_cache_hits()
-                disk = miss.disk_key(opts, key, leaves, cargs, ckwargs)
-                compiled = disk and persist.load(disk)
-                if compiled:
-                    ready = entry.ready = persist.loaded_ready(compiled, jitted, entry, disk)
-                    return ready(*leaves, *cargs, **ckwargs)
-            if entry.ready is None:
-                # Trace under the lock, so racing first calls trace once; JAX
-                # caches the trace, and the call below compiles outside the lock.
-                try:
-                    jitted.trace(*leaves, *cargs, **ckwargs)
-                except RebuildMismatch:
-                    release(cargs, ckwargs)
-                    raise  # to __call__, which runs the call plainly
-                except Exception as e:
-                    retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
-                    if retry is None:
-                        raise
-                    static_scalars = static_scalars or retry
-                    jitted = None
-            if jitted is None:
-                return self._first_call(args, kwargs, static_scalars)
-        try:
-            out = jitted(*leaves, *cargs, **ckwargs)
-            if disk:
-                # JAX kept the trace, lowering and executable: this costs
-                # the serialization only.
-                compiled = jitted.lower(*leaves, *cargs, **ckwargs).compile()
-                persist.save(disk, compiled, jax_hits)
-        finally:
-            stats.done_compiling()
-            release(cargs, ckwargs)
-        if entry.jitted is jitted:  # not evicted meanwhile
-            entry.ready = jitted
-        return out
-
     @entry_point
     def _stage(self, method: str, args, kwargs, static_scalars=False):
         fn, opts = self._fun, self._opts
         with TRACE_LOCK:
-            subject, cargs, ckwargs = self._prepare(args, kwargs)
+            subject, cargs, ckwargs = _prepare(fn, opts, args, kwargs)
             try:
                 key, leaves = call_key(opts, subject, len(cargs), static_scalars)
             except Unkeyable as e:
@@ -285,39 +193,162 @@ class Staged:
 def wrap(fun: Callable, opts: Options) -> StableJitted:
     """``fun`` compiled with ``opts`` (checked)."""
     check_callable(fun)
-    return (StableJitted if opts.statics is None else StableJittedStatics)(fun, opts)
+    return made(fun, opts)
 
 
-class StableJittedStatics(StableJitted):
-    """A :class:`StableJitted` with static arguments, which join the key (see
-    :mod:`.statics`): no per-code fast path, as the arguments change per call."""
+def made(fun: Callable, opts: Options) -> StableJitted:
+    """A :class:`StableJitted` of ``fun`` (unchecked): a partial of the call
+    function of ``fun``'s code if its fast path has one, else of the general
+    :func:`_call` (or, with static arguments, :func:`_call_statics`)."""
+    call = _call if opts.statics is None else _call_statics
+    if type(fun) is _FunctionType and call is _call:
+        info = CODE_INFO.get(id(fun.__code__))
+        if info is not None and info.fast.call is not None:
+            call = info.fast.call
+    self = StableJitted(call, fun, opts)
+    # A partial without a __dict__ of its own is unwrapped by a partial made
+    # of it (functools.partial(f, x) would hold our call function, not f).
+    self.__dict__  # noqa: B018
+    return self
 
-    __slots__ = ()
 
-    def _prepare(self, args, kwargs):
-        return self._opts.statics.box(self._fun, args, kwargs)
-
-    @entry_point
-    def __call__(self, *args, **kwargs):
+@entry_point
+def _call(fn, opts, /, *args, **kwargs):
+    """A call of ``stable_jit(fn)`` (the general path; a redefined closure's
+    record compiles its own, see :mod:`.hot`)."""
+    try:
+        if type(fn) is _FunctionType:
+            # A redefined closure whose children are all immutable values or
+            # arrays: re-check them by identity and go straight to its entry
+            # (see the fingerprint's fastpath); the full walk below is the general case.
+            info = CODE_INFO.get(id(fn.__code__))
+            fast = info and info.fast.front
+            if fast is not None:
+                entry = fast.entries.get(opts)
+                if entry is not None:
+                    ready = entry.ready
+                    leaves = []
+                    if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
+                        entry.hits += 1
+                        if fast.call is None and fast.compiled:
+                            install(fast, info.fast, _call, _plainly)
+                        if leaves:
+                            return ready(*leaves, *args, **kwargs)
+                        return ready(*args, **kwargs)
         try:
-            subject, cargs, ckwargs = self._opts.statics.box(self._fun, args, kwargs)
+            key, leaves = call_key(opts, fn, len(args))
+        except Unkeyable as e:
+            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+        entry = CACHE.get(key)
+        if entry is not None:
+            ready = entry.ready
+            if ready is not None:
+                entry.hits += 1
+                if type(fn) is _FunctionType and is_plain(key):
+                    # (Not for baked variants: a record re-checks arrays by type.)
+                    fast = CODE_INFO[id(fn.__code__)].fast.front
+                    if fast is not None and fast.key is fingerprint_of(key):  # just built
+                        fast.entries[opts] = entry
+                return ready(*leaves, *args, **kwargs)
+        return _first_call(fn, opts, args, kwargs)
+    except RebuildMismatch as e:  # a trace, first or for new shapes
+        return _plainly(fn, opts, e, args, kwargs)
+
+
+@entry_point
+def _call_statics(fn, opts, /, *args, **kwargs):
+    """A call of a ``stable_jit`` with static arguments, which join the key
+    (see :mod:`.statics`): no per-code fast path, as they change per call."""
+    try:
+        subject, cargs, ckwargs = opts.statics.box(fn, args, kwargs)
+        try:
+            key, leaves = call_key(opts, subject, len(cargs))
+        except Unkeyable as e:
+            release(cargs, ckwargs)
+            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+        entry = CACHE.get(key)
+        if entry is not None:
+            ready = entry.ready
+            if ready is not None:
+                entry.hits += 1
+                try:
+                    return ready(*leaves, *cargs, **ckwargs)
+                finally:
+                    release(cargs, ckwargs)
+        return _first_call(fn, opts, args, kwargs)
+    except RebuildMismatch as e:  # a trace, first or for new shapes
+        return _plainly(fn, opts, e, args, kwargs)
+
+
+@entry_point
+def _first_call(fn, opts, args, kwargs, static_scalars=False):
+    """A call that missed: finds or makes its entry, and traces it once."""
+    with TRACE_LOCK:
+        # The hot path's key may have been read while another thread's
+        # trace was mutating state (see TRACE_LOCK): read it with none running.
+        subject, cargs, ckwargs = _prepare(fn, opts, args, kwargs)
+        try:
+            key, leaves = call_key(opts, subject, len(cargs), static_scalars)
+        except Unkeyable as e:
+            release(cargs, ckwargs)
+            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+        entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
+        if entry is None:
+            return miss.uncached(fn, opts)(*args, **kwargs)
+        jitted = entry.jitted
+        disk = None
+        if entry.ready is None and config.persistent_dir is not None:
+            jax_hits = persist.jax_cache_hits()
+            disk = miss.disk_key(opts, key, leaves, cargs, ckwargs)
+            compiled = disk and persist.load(disk)
+            if compiled:
+                ready = entry.ready = persist.loaded_ready(compiled, jitted, entry, disk)
+                return ready(*leaves, *cargs, **ckwargs)
+        if entry.ready is None:
+            # Trace under the lock, so racing first calls trace once; JAX
+            # caches the trace, and the call below compiles outside the lock.
             try:
-                key, leaves = call_key(self._opts, subject, len(cargs))
-            except Unkeyable as e:
+                jitted.trace(*leaves, *cargs, **ckwargs)
+            except RebuildMismatch:
                 release(cargs, ckwargs)
-                return miss.unkeyable(self._fun, self._opts, e, "__call__", args, kwargs)
-            entry = CACHE.get(key)
-            if entry is not None:
-                ready = entry.ready
-                if ready is not None:
-                    entry.hits += 1
-                    try:
-                        return ready(*leaves, *cargs, **ckwargs)
-                    finally:
-                        release(cargs, ckwargs)
-            return self._first_call(args, kwargs)
-        except RebuildMismatch as e:  # a trace, first or for new shapes
-            return self._plainly(e, args, kwargs)
+                raise  # to __call__, which runs the call plainly
+            except Exception as e:
+                retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
+                if retry is None:
+                    raise
+                static_scalars = static_scalars or retry
+                jitted = None
+        if jitted is None:
+            return _first_call(fn, opts, args, kwargs, static_scalars)
+    try:
+        out = jitted(*leaves, *cargs, **ckwargs)
+        if disk:
+            # JAX kept the trace, lowering and executable: this costs
+            # the serialization only.
+            compiled = jitted.lower(*leaves, *cargs, **ckwargs).compile()
+            persist.save(disk, compiled, jax_hits)
+    finally:
+        stats.done_compiling()
+        release(cargs, ckwargs)
+    if entry.jitted is jitted:  # not evicted meanwhile
+        entry.ready = jitted
+    return out
+
+
+def _prepare(fn, opts, args, kwargs):
+    """``(subject, args, kwargs)``: what the call is keyed on, and the
+    arguments as the canonical jit takes them (see :mod:`.statics`)."""
+    if opts.statics is None:
+        return fn, args, kwargs
+    return opts.statics.box(fn, args, kwargs)
+
+
+def _plainly(fn, opts, error, args, kwargs):
+    """After a trace whose rebuild did not replay its key walk: the call
+    as a plain ``jax.jit`` runs it (see the runtime's ``miss.mismatched``)."""
+    miss.mismatched(fn, opts, error)
+    stats.done_compiling()
+    return miss.uncached(fn, opts)(*args, **kwargs)
 
 
 class _StableKind(Kind):
@@ -335,8 +366,7 @@ class _StableKind(Kind):
         return f._opts.key
 
     def rebuild(self, r, f, i):
-        return type(f)(r.walk(f._fun), f._opts)
+        return made(r.walk(f._fun), f._opts)
 
 
 register_kind(StableJitted, _StableKind())
-register_kind(StableJittedStatics, _StableKind())

@@ -7,10 +7,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from .._fingerprint.code import GENERATOR_FLAGS
 from .._fingerprint.code import INFO as CODE_INFO
 from .jitted import StableJitted, check_callable, made, wrap
-from .jitted import _call as call
 from .options import DEFAULT_OPTIONS, options_of, signature
 
 if TYPE_CHECKING:
@@ -18,6 +16,7 @@ if TYPE_CHECKING:
 
     from .options import JitOptions
 
+_FunctionType = types.FunctionType
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -92,13 +91,14 @@ def stable_jit(fun: Callable | None = None, /, **options: Any) -> Any:
     """
     if not options and fun is not None:
         # The common call, made on every call of a function that defines its
-        # jitted function inside: kept cheap.
-        if type(fun) is types.FunctionType and not fun.__code__.co_flags & GENERATOR_FLAGS:
-            # ``made`` written out (one Python frame less).
+        # jitted function inside: kept cheap. (``made`` written out, for a code
+        # whose record has its call function: not a generator, as it was called.)
+        if type(fun) is _FunctionType:
             info = CODE_INFO.get(id(fun.__code__))
-            self = StableJitted((info and info.fast.call) or call, fun, DEFAULT_OPTIONS)
-            self.__dict__  # noqa: B018 (see ``made``)
-            return self
+            if info is not None and info.fast.call is not None:
+                self = StableJitted(info.fast.call, fun, DEFAULT_OPTIONS)
+                self.__dict__  # noqa: B018 (see ``made``)
+                return self
         check_callable(fun)
         return made(fun, DEFAULT_OPTIONS)
     opts = options_of(options)

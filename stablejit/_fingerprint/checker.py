@@ -52,12 +52,27 @@ written out or not: a few C-level passes over all of them cost about a
 microsecond, more than a few written out one by one."""
 
 
+class _NeedsSeen(Exception):
+    """Raised where a check needs the ``seen`` dict that a function written
+    with numbers in locals does not have (see :class:`_Writer`)."""
+
+
 class _Writer:
     """The source being written: lines, constants, and names for both
-    (``fail``: the statement that ends the function when a check fails)."""
+    (``fail``: the statement that ends the function when a check fails).
 
-    def __init__(self, fail: str):
+    ``local_numbers``: the functions, lists, dicts and objects that the walk
+    numbers are numbered in locals, by their place in the straight-line code,
+    instead of in a ``seen`` dict: a back reference is then an identity
+    test, and that none was met twice (nor is a side channel) is tested once
+    at the end. Only for a function that is the walk's start and calls out
+    to nothing that takes ``seen`` (else :class:`_NeedsSeen`)."""
+
+    def __init__(self, fail: str, local_numbers: bool = False):
         self.fail = fail
+        self.numbered: list[str] | None = ["id(fn)"] if local_numbers else None
+        self.containers: list[str] = []
+        self.uses_leaves = False
         self.lines: list[str] = []
         self.consts: dict[str, object] = {
             "_fail": undo,
@@ -89,14 +104,36 @@ class _Writer:
     def line(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
 
+    @property
+    def seen(self) -> str:
+        """The ``seen`` argument of a call-out that may number objects."""
+        if self.numbered is not None:
+            raise _NeedsSeen
+        return "seen"
+
+    def fresh(self, i: int, v: str, container: bool) -> None:
+        """Fails if ``v`` was numbered before (or, for a list or dict, is a
+        side channel), then numbers it, as the walk numbers what it meets."""
+        if self.numbered is None:
+            sink = f" or (sinks and id({v}) in sinks)" if container else ""
+            self.fail_if(i, f"id({v}) in seen{sink}")
+            self.line(i, f"seen[id({v})] = len(seen)")
+            return
+        x = self.var()
+        self.line(i, f"{x} = id({v})")
+        self.numbered.append(x)
+        if container:
+            self.containers.append(x)
+
+    def back_reference(self, v: str, n: int) -> str:
+        """A condition: ``v`` is not the object numbered ``n``."""
+        if self.numbered is None:
+            return f"seen.get(id({v}), -1) != {n}"
+        return f"id({v}) != {self.numbered[n]}"
+
     def fail_if(self, indent: int, cond: str) -> None:
         self.line(indent, f"if {cond}:")
         self.line(indent + 1, self.fail)
-
-
-def _number(w: _Writer, i: int, v: str) -> None:
-    """``v`` numbered as the walk numbers a list, dict or object met first."""
-    w.line(i, f"seen[id({v})] = len(seen)")
 
 
 def _items(w: _Writer, i: int, slot, v: str, values: str, getters) -> None:
@@ -110,10 +147,11 @@ def _items(w: _Writer, i: int, slot, v: str, values: str, getters) -> None:
     s = w.const(slot)
     if mode is SAME:
         same = f"all(map(_is, {values}, {w.const(slot.items)}))"
-        w.fail_if(i, f"not {same} and not {s}.items_fit({values}, leaves, sinks, seen)")
+        # (Items that are all atoms or kept by identity: their check numbers nothing.)
+        w.fail_if(i, f"not {same} and not {s}.items_fit({values}, leaves, sinks, None)")
         return
     if len(slot.items) > w.budget or (slot.batch is not None and len(slot.items) >= BATCH_ITEMS):
-        w.fail_if(i, f"not {s}.items_fit({values}, leaves, sinks, seen)")
+        w.fail_if(i, f"not {s}.items_fit({values}, leaves, sinks, {w.seen})")
         return
     w.budget -= len(slot.items)
     for get, item in zip(getters, slot.items, strict=True):
@@ -138,41 +176,34 @@ def _emit(w: _Writer, i: int, slot, v: str) -> None:
     elif t is ListSlot:
         n = len(slot.items)
         w.fail_if(i, f"type({v}) is not list or len({v}) != {n}")
-        w.fail_if(i, f"id({v}) in seen or (sinks and id({v}) in sinks)")
-        _number(w, i, v)
+        w.fresh(i, v, container=True)
         _items(w, i, slot, v, v, [f"{v}[{k}]" for k in range(n)])
     elif t is DictSlot:
         keys = w.const(slot.keys)
         w.fail_if(i, f"type({v}) is not dict or len({v}) != {len(slot.keys)}")
         w.fail_if(i, f"not all(map(_is, {v}, {keys})) and not _same_names({v}, {keys})")
-        w.fail_if(i, f"id({v}) in seen or (sinks and id({v}) in sinks)")
-        _number(w, i, v)
+        w.fresh(i, v, container=True)
         getters = [f"{v}[{w.const(k)}]" for k in slot.keys]
         _items(w, i, slot, v, f"{v}.values()", getters)
     elif t is ObjectSlot:
         cls = w.const(slot.cls)
-        w.fail_if(
-            i,
-            f"type({v}) is not {cls} or id({v}) in seen or _TABLE.get({cls}) is not "
-            f"{w.const(slot.kind)}",
-        )
-        _number(w, i, v)
+        w.fail_if(i, f"type({v}) is not {cls} or _TABLE.get({cls}) is not {w.const(slot.kind)}")
+        w.fresh(i, v, container=False)
         d = w.var()
         w.line(i, f"{d} = _get({v}, '__dict__')")
         _emit(w, i, slot.state, d)
     elif t is FunctionSlot:
         code = w.const(slot.code)
         w.fail_if(i, f"type({v}) is not _Function or {v}.__code__ is not {code}()")
-        w.fail_if(i, f"id({v}) in seen")
-        _number(w, i, v)
+        w.fresh(i, v, container=False)
         record = slot.record
         if _size(record) <= w.budget:  # its checks inline: no call per nested function
             w.budget -= _size(record)
             _emit_record(w, i, record, v)
         else:
-            w.fail_if(i, f"{w.const(record)}.match({v}, leaves, sinks, seen) is None")
+            w.fail_if(i, f"{w.const(record)}.match({v}, leaves, sinks, {w.seen}) is None")
     elif t is RefSlot:
-        w.fail_if(i, f"seen.get(id({v}), -1) != {slot.n}")
+        w.fail_if(i, w.back_reference(v, slot.n))
     elif t is LiftedSlot:
         w.fail_if(i, f"type({v}) is not {w.const(slot.type)}")
         w.line(i, f"leaves.append({v})")
@@ -231,31 +262,48 @@ def _size(record) -> int:
     return 1 + len(record.globals) + len(record.cells)
 
 
-def _compile(record, head, prologue, fail, epilogue, consts, filename, own_leaves=False):
+def _compile(record, head, prologue, fail, epilogue, consts, filename, starts=False):
     """One function: ``head``, then ``prologue``, then ``record``'s checks
     (each failing with ``fail``), then the lines ``epilogue(uses_leaves)``
-    gives (``uses_leaves``: whether any check collects arrays, into a list
-    ``leaves`` that the function binds itself if ``own_leaves``)."""
-    w = _Writer(fail)
+    gives (``uses_leaves``: whether any check collects arrays). If
+    ``starts``, the function is where a walk starts: it binds ``leaves``
+    itself, and numbers in locals where it can (see :class:`_Writer`)."""
+    try:
+        w = _write(record, prologue, fail, starts, local_numbers=starts)
+    except _NeedsSeen:
+        w = _write(record, prologue, fail, starts, local_numbers=False)
     w.consts.update(consts)
-    w.budget -= _size(record)
-    for text in prologue:
-        w.line(1, text)
-    start = len(w.lines)
-    if record.nested:
-        w.line(1, "if seen is None:")
-        w.line(2, "seen = {id(fn): 0}")  # a walk from ``fn`` numbers it first
-    _emit_record(w, 1, record, "fn")
-    uses_leaves = any("leaves" in text for text in w.lines[start:])
-    if uses_leaves and own_leaves:
-        w.lines.insert(start, "    leaves = []")
     key = w.const(record.key)
-    for text in epilogue(uses_leaves):
+    for text in epilogue(w.uses_leaves):
         w.line(1, text.format(key=key))
     source = head + "\n" + "\n".join(w.lines) + "\n"
     namespace = dict(w.consts)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102
     return namespace[head[4 : head.index("(")]]
+
+
+def _write(record, prologue, fail, starts, local_numbers) -> _Writer:
+    w = _Writer(fail, local_numbers)
+    w.budget -= _size(record)
+    for text in prologue:
+        w.line(1, text)
+    start = len(w.lines)
+    if record.nested and not local_numbers:
+        if not starts:
+            w.line(1, "if seen is None:")
+        w.line(1 + (not starts), "seen = {id(fn): 0}")  # a walk from ``fn`` numbers it first
+    _emit_record(w, 1, record, "fn")
+    if local_numbers and len(w.numbered) > 1:
+        # Nothing met twice (the walk would have keyed a back reference), no
+        # list or dict a side channel.
+        distinct = f"len({{{', '.join(w.numbered)}}}) != {len(w.numbered)}"
+        if w.containers:
+            distinct += f" or (sinks and not sinks.keys().isdisjoint(({', '.join(w.containers)},)))"
+        w.fail_if(1, distinct)
+    w.uses_leaves = any("leaves" in text for text in w.lines[start:])
+    if w.uses_leaves and starts:
+        w.lines.insert(start, "    leaves = []")
+    return w
 
 
 CALL_FILENAME = "<stablejit call>"
@@ -279,8 +327,7 @@ def compile_match(record):
 
 def compile_call(record, prologue: list[str], fail: str, epilogue, consts: dict):
     """``record``'s checks inside a caller's own function of ``(fn, opts,
-    *args, **kwargs)``: its ``prologue`` (which must bind ``sinks`` and
-    ``seen``), the checks, each failing with ``fail``, and its ``epilogue``
+    *args, **kwargs)``: its ``prologue`` (which must bind ``sinks``), the checks, each failing with ``fail``, and its ``epilogue``
     (see :func:`_compile`). One Python frame between a call and what it
     calls, instead of a match and its caller."""
     head = "def call(fn, opts, /, *args, **kwargs):"

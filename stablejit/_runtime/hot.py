@@ -26,7 +26,6 @@ _PROLOGUE = [
     "if ready is None:",
     "    " + _FAIL,
     "sinks = _sinks.SINKS",
-    "seen = None",
 ]
 
 

@@ -289,3 +289,17 @@ def test_keyword_arguments_named_like_stablejits_own_parameters_reach_the_functi
     assert len(traces) == 1
     g = stable_jit(lambda x, fn: x * fn, static_argnames="fn")
     np.testing.assert_allclose(g(x, fn=3.0), x * 3.0)
+
+
+def test_a_partial_of_a_stable_jit_function_keeps_it_whole():
+    # StableJitted is itself a functools.partial; a partial made of it must hold it
+    # (not be flattened into stablejit's call function), for code that reads .func.
+    def scale(x, y):
+        return x * y
+
+    for _ in range(8):  # the general path's partials, then the record's own call function's
+        jitted = stable_jit(scale)
+        bound = functools.partial(jitted, y=3.0)
+        assert bound.func is jitted
+        np.testing.assert_allclose(bound(jnp.ones(2)), jnp.full(2, 3.0))
+    assert inspect.signature(jitted) == inspect.signature(scale)

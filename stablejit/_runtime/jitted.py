@@ -236,23 +236,31 @@ def _call(fn, opts, /, *args, **kwargs):
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)
         try:
-            key, leaves = call_key(opts, fn, len(args))
+            key, leaves, entry, ready = _keyed(opts, fn, len(args))
         except Unkeyable as e:
             return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
-        entry = CACHE.get(key)
-        if entry is not None:
-            ready = entry.ready
-            if ready is not None:
-                entry.hits += 1
-                if type(fn) is _FunctionType and is_plain(key):
-                    # (Not for baked variants: a record re-checks arrays by type.)
-                    fast = CODE_INFO[id(fn.__code__)].fast.front
-                    if fast is not None and fast.key is fingerprint_of(key):  # just built
-                        fast.entries[opts] = entry
-                return ready(*leaves, *args, **kwargs)
+        if ready is not None:
+            if type(fn) is _FunctionType and is_plain(key):
+                # (Not for baked variants: a record re-checks arrays by type.)
+                fast = CODE_INFO[id(fn.__code__)].fast.front
+                if fast is not None and fast.key is fingerprint_of(key):  # just built
+                    fast.entries[opts] = entry
+            return ready(*leaves, *args, **kwargs)
         return _first_call(fn, opts, args, kwargs)
     except RebuildMismatch as e:  # a trace, first or for new shapes
         return _plainly(fn, opts, e, args, kwargs)
+
+
+def _keyed(opts, subject, n_args):
+    """``(key, leaves, entry, ready)`` of a call keyed by the full walk:
+    ``ready`` (the entry's compiled function, the hit counted) is None on a
+    miss. Raises :class:`Unkeyable`."""
+    key, leaves = call_key(opts, subject, n_args)
+    entry = CACHE.get(key)
+    ready = entry.ready if entry is not None else None
+    if ready is not None:
+        entry.hits += 1
+    return key, leaves, entry, ready
 
 
 @entry_point
@@ -262,19 +270,15 @@ def _call_statics(fn, opts, /, *args, **kwargs):
     try:
         subject, cargs, ckwargs = opts.statics.box(fn, args, kwargs)
         try:
-            key, leaves = call_key(opts, subject, len(cargs))
+            _, leaves, _, ready = _keyed(opts, subject, len(cargs))
         except Unkeyable as e:
             release(cargs, ckwargs)
             return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
-        entry = CACHE.get(key)
-        if entry is not None:
-            ready = entry.ready
-            if ready is not None:
-                entry.hits += 1
-                try:
-                    return ready(*leaves, *cargs, **ckwargs)
-                finally:
-                    release(cargs, ckwargs)
+        if ready is not None:
+            try:
+                return ready(*leaves, *cargs, **ckwargs)
+            finally:
+                release(cargs, ckwargs)
         return _first_call(fn, opts, args, kwargs)
     except RebuildMismatch as e:  # a trace, first or for new shapes
         return _plainly(fn, opts, e, args, kwargs)

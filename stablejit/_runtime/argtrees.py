@@ -2,9 +2,10 @@ r"""Arguments compared by structure, for entries whose arguments hold callables.
 
 jax.jit compares a pytree argument's auxiliary data with ``==``: a training
 state whose ``apply_fn`` or ``tx`` (static fields) is a fresh closure each
-epoch retraces each epoch. An entry that retraced with such an argument
-passes its arguments as :class:`ArgTree`\ s from then on: the same leaves,
-and auxiliary data compared by fingerprint.
+epoch retraces each epoch. An entry that retraces with such an argument
+passes its arguments as :class:`ArgTree`\ s from then on, that call made
+again so (see the runtime's ``canonical.Restructured``): the same leaves, and
+auxiliary data compared by fingerprint.
 """
 
 from __future__ import annotations

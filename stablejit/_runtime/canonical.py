@@ -48,6 +48,11 @@ def _headroom():
             sys.setrecursionlimit(limit)
 
 
+class Restructured(RebuildMismatch):
+    """Raised out of a trace whose entry switched to passing its arguments by
+    structure (see :mod:`.argtrees`): the call is to be made again."""
+
+
 _ENTRY_CODES: set = set()
 
 
@@ -102,9 +107,11 @@ def make_canonical(
         if adaptive and entry.traces and entry.ready is entry.jitted is not None:
             if aux_holds_callables((rest, kwargs)):
                 # A retrace with a callable in an argument's static fields:
-                # JAX compared it by identity. From the next call on, keyed
-                # by fingerprint.
+                # JAX compared it by identity. From now on, keyed by
+                # fingerprint, this call too (a trace finished here would
+                # compile a variant that the next call no longer uses).
                 entry.ready = by_structure(entry.jitted, n_leaves)
+                raise Restructured
         call = unbox(fn, rest, kwargs)
         subject = fn if call is None else call
         with TRACE_LOCK, _headroom():

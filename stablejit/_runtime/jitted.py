@@ -25,7 +25,7 @@ from .._fingerprint.kind import Kind, register_kind
 from .._fingerprint.rebuild import RebuildMismatch
 from . import cache, miss, persist
 from .cache import CACHE
-from .canonical import TRACE_LOCK, entry_point
+from .canonical import TRACE_LOCK, Restructured, entry_point
 from .hot import install
 from .keys import Unkeyable, call_key, fingerprint_of, is_plain
 from .options import Options
@@ -119,6 +119,8 @@ class StableJitted(functools.partial, Generic[P, R]):
                 return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
             try:
                 return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
+            except Restructured:
+                return self._stage(method, args, kwargs, static_scalars)
             except RebuildMismatch as e:
                 miss.mismatched(fn, opts, e)
                 return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
@@ -349,7 +351,11 @@ def _prepare(fn, opts, args, kwargs):
 
 def _plainly(fn, opts, error, args, kwargs):
     """After a trace whose rebuild did not replay its key walk: the call
-    as a plain ``jax.jit`` runs it (see the runtime's ``miss.mismatched``)."""
+    as a plain ``jax.jit`` runs it (see the runtime's ``miss.mismatched``);
+    after one that switched its entry to arguments by structure, the call
+    made again (by structure, so never switching twice)."""
+    if type(error) is Restructured:
+        return (_call if opts.statics is None else _call_statics)(fn, opts, *args, **kwargs)
     miss.mismatched(fn, opts, error)
     stats.done_compiling()
     return miss.uncached(fn, opts)(*args, **kwargs)

@@ -236,3 +236,21 @@ def test_a_dataclass_generated_equality_is_still_keyed_by_structure(traces):
     for _ in range(3):  # fresh, structurally equal callables: generated __eq__ would miss
         np.testing.assert_array_equal(g(jnp.ones(1), Config(_scaler(2.0))), [2.0])
     assert traces.n == 1
+
+
+def test_the_switch_to_arguments_by_structure_also_serves_functions_with_static_arguments():
+    traces = []
+
+    def step(state, x, scale):
+        traces.append(1)
+        return dataclasses.replace(state, w=state.w + scale * state.fn(x), step=state.step + 1)
+
+    jitted = stable_jit(step, static_argnums=2)
+    w = jnp.zeros(2)
+    for _ in range(4):
+        state = State(w, 0, _scaler(2.0))
+        for _ in range(2):
+            state = jitted(state, jnp.ones(2), 3)
+        w = state.w
+    np.testing.assert_array_equal(w, [48.0, 48.0])
+    assert len(traces) == 2  # the first state, then the retrace that switched, made by structure

@@ -327,8 +327,9 @@ def compile_match(record):
 
 def compile_call(record, prologue: list[str], fail: str, epilogue, consts: dict):
     """``record``'s checks inside a caller's own function of ``(fn, opts,
-    *args, **kwargs)``: its ``prologue`` (which must bind ``sinks``), the checks, each failing with ``fail``, and its ``epilogue``
-    (see :func:`_compile`). One Python frame between a call and what it
-    calls, instead of a match and its caller."""
+    *args, **kwargs)``: its ``prologue`` (which must bind ``sinks``), the
+    checks, each failing with ``fail``, and its ``epilogue`` (see
+    :func:`_compile`). One Python frame between a call and what it calls,
+    instead of a match and its caller."""
     head = "def call(fn, opts, /, *args, **kwargs):"
     return _compile(record, head, prologue, fail, epilogue, consts, CALL_FILENAME, True)

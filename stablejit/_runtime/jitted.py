@@ -3,8 +3,9 @@
 A ``StableJitted`` is a ``functools.partial`` of a call function: the general
 one here, or a redefined closure's own (:mod:`.hot`). A call keys the callable
 (the fingerprint, or for a redefined closure its fast-path record), finds the
-entry, and calls its ``jax.jit`` with the leaves first. Everything else — a miss, a first call, a fallback — is in
-:mod:`.miss`; the key's layout is :mod:`.keys`'.
+entry, and calls its ``jax.jit`` with the leaves first. Everything else — a
+miss, a first call, a fallback — is in :mod:`.miss`; the key's layout is
+:mod:`.keys`'.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ def made(fun: Callable, opts: Options) -> StableJitted:
     """A :class:`StableJitted` of ``fun`` (unchecked): a partial of the call
     function of ``fun``'s code if its fast path has one, else of the general
     :func:`_call` (or, with static arguments, :func:`_call_statics`)."""
-    call = _call if opts.statics is None else _call_statics
+    call = _general(opts)
     if type(fun) is _FunctionType and call is _call:
         info = CODE_INFO.get(id(fun.__code__))
         if info is not None and info.fast.call is not None:
@@ -317,7 +318,7 @@ def _first_call(fn, opts, args, kwargs, static_scalars=False):
                 jitted.trace(*leaves, *cargs, **ckwargs)
             except RebuildMismatch:
                 release(cargs, ckwargs)
-                raise  # to __call__, which runs the call plainly
+                raise  # to the call function, which runs the call plainly
             except Exception as e:
                 retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
                 if retry is None:
@@ -341,6 +342,12 @@ def _first_call(fn, opts, args, kwargs, static_scalars=False):
     return out
 
 
+def _general(opts):
+    """The general call function for ``opts``: :func:`_call`, or with static
+    arguments :func:`_call_statics`."""
+    return _call if opts.statics is None else _call_statics
+
+
 def _prepare(fn, opts, args, kwargs):
     """``(subject, args, kwargs)``: what the call is keyed on, and the
     arguments as the canonical jit takes them (see :mod:`.statics`)."""
@@ -355,7 +362,7 @@ def _plainly(fn, opts, error, args, kwargs):
     after one that switched its entry to arguments by structure, the call
     made again (by structure, so never switching twice)."""
     if type(error) is Restructured:
-        return (_call if opts.statics is None else _call_statics)(fn, opts, *args, **kwargs)
+        return _general(opts)(fn, opts, *args, **kwargs)
     miss.mismatched(fn, opts, error)
     stats.done_compiling()
     return miss.uncached(fn, opts)(*args, **kwargs)

@@ -38,6 +38,15 @@ class Config:
             (:class:`RecompileLimitError`) or ``"fallback"`` (log once, then
             stop caching new variants: call them through a plain
             ``jax.jit``). Or ``$STABLEJIT_ON_RECOMPILE_LIMIT``.
+        numpy_constant_bytes: NumPy arrays of at most this many bytes that
+            a function reaches (closed over, in defaults, globals, objects)
+            are constants, as ``jax.jit`` makes them: concrete inside the
+            trace, so NumPy code and Python ``if``s on them run as under
+            ``jax.jit``, and keyed by their contents, so writing one in place
+            retraces. Larger ones are lifted to inputs: never embedded in
+            an executable, new contents never recompile. 0 lifts them all.
+            ``jax.Array``s are always lifted. Applies to functions keyed from
+            then on. Default 4096, or ``$STABLEJIT_NUMPY_CONSTANT_BYTES``.
         persistent_dir: a directory where compiled executables are kept
             across processes (see ``docs/persistent.md``): a fresh process's
             first call of a known function then skips tracing, lowering and
@@ -64,6 +73,7 @@ class Config:
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
         self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "log", _stance)
+        self._numpy_constant_bytes = _env("STABLEJIT_NUMPY_CONSTANT_BYTES", 4096, _count)
         self._persistent_max_bytes = _env("STABLEJIT_PERSISTENT_MAX_BYTES", 2 << 30, _positive_int)
         self._persistent_dir = None
         directory = _env("STABLEJIT_PERSISTENT_DIR", None, _directory)
@@ -118,6 +128,14 @@ class Config:
         self._on_recompile_limit = value
 
     @property
+    def numpy_constant_bytes(self) -> int:
+        return self._numpy_constant_bytes
+
+    @numpy_constant_bytes.setter
+    def numpy_constant_bytes(self, value: int) -> None:
+        self._numpy_constant_bytes = _check_int("numpy_constant_bytes", value, least=0)
+
+    @property
     def persistent_dir(self) -> str | None:
         return self._persistent_dir
 
@@ -143,6 +161,7 @@ class Config:
             f"explain_misses={self._explain_misses}, "
             f"recompile_limit={self._recompile_limit}, "
             f"on_recompile_limit={self._on_recompile_limit!r}, "
+            f"numpy_constant_bytes={self._numpy_constant_bytes}, "
             f"persistent_dir={self._persistent_dir!r}, "
             f"persistent_max_bytes={self._persistent_max_bytes})"
         )
@@ -158,16 +177,20 @@ def _use_jax_cache(directory: str) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
-def _check_int(name: str, value) -> int:
+def _check_int(name: str, value, least: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}, got {value}")
     return value
 
 
 def _positive_int(raw: str) -> int:
     return _check_int("it", int(raw))
+
+
+def _count(raw: str) -> int:
+    return _check_int("it", int(raw), least=0)
 
 
 def _flag(raw: str) -> bool:

@@ -12,9 +12,10 @@ collect_ignore = ["_sharding", "_persistent"]
 def _fresh_cache():
     """Each test starts from an empty stablejit cache and default config."""
     stablejit.clear_cache()
-    size = stablejit.config.cache_size
+    size, constants = stablejit.config.cache_size, stablejit.config.numpy_constant_bytes
     yield
     stablejit.config.cache_size = size
+    stablejit.config.numpy_constant_bytes = constants
     stablejit.config._persistent_dir = None
     stablejit.clear_cache()
 

@@ -62,14 +62,16 @@ def test_concurrent_calls_with_different_keys_get_their_own_results():
 
 
 def test_closed_over_arrays_are_freed():
+    # (Lifted arrays: above numpy_constant_bytes, or a jax.Array. A small
+    # numpy array is a constant, which the executable holds, as jax.jit's does.)
     def run():
-        w = np.ones(1000, np.float32)
+        w = np.ones(10_000, np.float32)
         ref = weakref.ref(w)
 
         def inner(x):
             return x + w
 
-        stable_jit(inner)(np.zeros(1000, np.float32))
+        stable_jit(inner)(np.zeros(10_000, np.float32))
         return ref
 
     ref = run()
@@ -180,17 +182,17 @@ def test_ten_thousand_fresh_closures_over_fresh_arrays_keep_one_entry_and_no_arr
     refs = []
 
     def outer(i):
-        w = np.full(16, i, np.float32)
+        w = np.full(2048, i, np.float32)  # above numpy_constant_bytes: lifted
         refs.append(weakref.ref(w))
 
         def inner(x):
             return x + w
 
-        return stable_jit(inner)(np.zeros(16, np.float32))
+        return stable_jit(inner)(np.zeros(2048, np.float32))
 
     for i in range(10_000):
         out = outer(i)
-    np.testing.assert_array_equal(out, np.full(16, 9999.0))
+    np.testing.assert_array_equal(out, np.full(2048, 9999.0))
     gc.collect()
     assert _cache.num_entries() == 1
     assert sum(r() is not None for r in refs) == 0

@@ -1,8 +1,9 @@
 """Closed-over arrays that code needs as concrete values are baked in, keyed by contents.
 
 Under ``jax.jit`` a closed-over array is a constant, so library code may branch on it in
-Python or read its value; stablejit lifts such arrays to inputs, and falls back to baking
-the ones a trace needs concretely, never going stale.
+Python or read its value; stablejit lifts such arrays to inputs (``jax.Array``s, and NumPy
+arrays above ``numpy_constant_bytes``), and falls back to baking the ones a trace needs
+concretely, never going stale.
 """
 
 import logging
@@ -19,7 +20,9 @@ from stablejit import stable_jit
 def _masked(mask, w, traces):
     def f(x):
         traces()
-        if mask.any():  # a Python branch on a closed-over array
+        # A Python branch on a closed-over array, concrete under jax.jit (for
+        # a jax.Array, only through NumPy: a jnp operation would be staged).
+        if np.asarray(mask).any():
             return x * w
         return x - w
 
@@ -32,14 +35,14 @@ def _eager(mask, w, x):
 
 def test_an_array_used_in_a_python_branch_runs_as_under_jax_jit(traces, caplog):
     caplog.set_level(logging.INFO, logger="stablejit")
-    mask, w, x = np.array([True, False]), jnp.ones(2), jnp.arange(2.0)
+    mask, w, x = jnp.array([True, False]), jnp.ones(2), jnp.arange(2.0)
     np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
     (notice,) = [r.getMessage() for r in caplog.records if r.name == "stablejit"]
     assert "closure variable 'mask' as a concrete value" in notice
 
 
 def test_only_the_array_needed_concretely_is_baked(traces):
-    mask, x = np.array([True, False]), jnp.arange(2.0)
+    mask, x = jnp.array([True, False]), jnp.arange(2.0)
     for k in range(4):  # new values of the other array: no retrace
         w = jnp.full(2, float(k))
         np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
@@ -47,13 +50,14 @@ def test_only_the_array_needed_concretely_is_baked(traces):
 
 
 def test_a_baked_array_is_keyed_by_its_contents_never_stale(traces):
+    # A NumPy array above numpy_constant_bytes: lifted, then baked by the fallback.
     w, x = jnp.ones(2), jnp.arange(2.0)
-    mask = np.array([False, False])
+    mask = np.zeros(8192, bool)
     np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
     mask[0] = True  # in place: jax.jit would keep the baked False
     np.testing.assert_array_equal(_masked(mask, w, traces)(x), _eager(mask, w, x))
     n = traces.n
-    again = np.array([True, False])  # equal contents, another array: a hit
+    again = mask.copy()  # equal contents, another array: a hit
     np.testing.assert_array_equal(_masked(again, w, traces)(x), _eager(again, w, x))
     assert traces.n == n
 

@@ -113,7 +113,10 @@ def P(v) -> Any:
     if isinstance(v, (jax.Array, np.ndarray)):
         if jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key):
             return jax.random.uniform(v)
-        return jnp.abs(jnp.asarray(v).astype(jnp.complex64)).sum() / (1 + v.size)
+        # (|re| + 2|im|, not abs(): jax 0.10.2's XLA aborts on abs of a complex
+        # constant it folds to an iota, such as a closed-over numpy [0, 1].)
+        c = jnp.asarray(v).astype(jnp.complex64)
+        return (jnp.abs(c.real) + 2 * jnp.abs(c.imag)).sum() / (1 + v.size)
     if isinstance(v, bool):
         return 1.0 if v else 2.0
     if isinstance(v, int):
@@ -134,7 +137,10 @@ def P(v) -> Any:
 
 
 def config(v) -> Any:
-    """The static configuration of ``v``: what a trace depends on, arrays by shape and dtype."""
+    """The static configuration of ``v``: what a trace depends on, arrays by shape and dtype
+    (small NumPy arrays, constants, by contents too)."""
+    if type(v) is np.ndarray and v.nbytes <= stablejit.config.numpy_constant_bytes:
+        return ("constant", v.shape, str(v.dtype), v.tobytes())
     if isinstance(v, (jax.Array, np.ndarray)):
         return ("array", v.shape, str(v.dtype))
     if isinstance(v, float):

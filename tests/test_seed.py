@@ -1,5 +1,6 @@
 """The seed case: a nested function jitted on every call of its enclosing function."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -35,16 +36,17 @@ def test_new_closed_over_array_values_reuse_the_trace_and_give_new_results(trace
     assert traces.n == 1
 
 
-def test_closed_over_numpy_array_is_lifted_not_baked_in(traces):
+def test_closed_over_large_numpy_array_is_lifted_not_baked_in(traces):
     def outer(w):
         def inner(x):
             traces()
+            assert isinstance(w, jax.core.Tracer)
             return x + w
 
-        return stable_jit(inner)(jnp.zeros(3))
+        return stable_jit(inner)(jnp.zeros(2048))
 
     for i in range(3):
-        w = np.full(3, i, np.float32)
+        w = np.full(2048, i, np.float32)  # 8 KiB, above numpy_constant_bytes
         np.testing.assert_array_equal(outer(w), w)
     assert traces.n == 1
 

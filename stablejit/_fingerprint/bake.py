@@ -120,11 +120,11 @@ def _digest(x) -> tuple:
         known = _DIGESTS.get(id(x))
         if known is not None and known[0]() is x:
             return known[1]
-        d = _bytes_digest(np.asarray(x))
+        d = bytes_digest(np.asarray(x))
         _DIGESTS[id(x)] = (weakref.ref(x, functools.partial(_forget, id(x))), d)
         return d
     if isinstance(x, np.ndarray):
-        return _bytes_digest(x)
+        return bytes_digest(x)
     return (type(x), x)  # a lifted Python number (lift_scalars)
 
 
@@ -132,5 +132,6 @@ def _forget(key: int, _ref=None) -> None:
     _DIGESTS.pop(key, None)
 
 
-def _bytes_digest(a: np.ndarray) -> tuple:
+def bytes_digest(a: np.ndarray) -> tuple:
+    """``a``'s shape, dtype and a digest of its bytes (in C order, whatever its layout)."""
     return (a.shape, a.dtype.str, xxhash.xxh3_128_digest(np.ascontiguousarray(a).tobytes()))

@@ -28,6 +28,7 @@ from .guards import (
     SAME,
     DictSlot,
     FunctionSlot,
+    HostArraySlot,
     LiftedSlot,
     ListSlot,
     ObjectSlot,
@@ -207,6 +208,8 @@ def _emit(w: _Writer, i: int, slot, v: str) -> None:
     elif t is LiftedSlot:
         w.fail_if(i, f"type({v}) is not {w.const(slot.type)}")
         w.line(i, f"leaves.append({v})")
+    elif t is HostArraySlot:
+        w.fail_if(i, f"not {w.const(slot)}.fits({v}, leaves, sinks, None)")
     else:  # a value keyed by identity (a sink, a library's jitted function)
         w.fail_if(i, f"{v} is not {w.const(slot)}")
 

@@ -18,6 +18,8 @@ import types
 import weakref
 from itertools import chain, count
 
+import numpy as np
+
 from .._markers import sentinel
 from .kind import LEAF_TYPES, TABLE
 
@@ -331,6 +333,24 @@ class LiftedSlot:
         return True
 
 
+class HostArraySlot:
+    """A NumPy array kept as a constant (see ``values.HostArray``): another
+    of the same shape, dtype and contents."""
+
+    __slots__ = ("shape", "dtype", "data")
+
+    def __init__(self, a):
+        self.shape, self.dtype, self.data = a.shape, a.dtype, a.tobytes()
+
+    def fits(self, v, leaves, sinks, seen) -> bool:
+        return (
+            type(v) is np.ndarray
+            and v.shape == self.shape
+            and v.dtype == self.dtype
+            and v.tobytes() == self.data
+        )
+
+
 # may read or number ``seen``
 SEEN_SLOTS = frozenset({FunctionSlot, TupleSlot, RefSlot, ListSlot, DictSlot, ObjectSlot})
-CHECKED_SLOTS = SEEN_SLOTS | {LiftedSlot}
+CHECKED_SLOTS = SEEN_SLOTS | {LiftedSlot, HostArraySlot}

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .._config import config
 from .._markers import IdRef
-from .kind import LIFTED_SCALAR, Kind
+from .bake import bytes_digest
+from .guards import HostArraySlot
+from .kind import LEAF, LIFTED_SCALAR, NO_SLOT, Kind
 
 _INT32 = range(-(2**31), 2**31)
 
@@ -77,6 +82,35 @@ class NumpyScalar(Kind):
 
     def key(self, w, v):
         return (type(v), v.dtype.str, v.tobytes())
+
+
+class HostArray(Kind):
+    """NumPy arrays: small ones are constants, as under ``jax.jit``; larger ones are lifted.
+
+    ``jax.jit`` embeds a closed-over NumPy array as a constant, so NumPy code
+    on it inside the trace (a comparison, ``np.all``, a Python ``if``) runs on
+    concrete values, and libraries rely on that: numpyro validates a
+    distribution's parameters only where they are concrete. An array of at
+    most ``config.numpy_constant_bytes`` is such a constant here too, keyed by
+    its contents, which are read on every call as they can be written in
+    place: new contents retrace, never go stale. A larger one is lifted like
+    a ``jax.Array``: never embedded in an executable, and new contents never
+    recompile. Object arrays (pointers, not values) are always lifted.
+    """
+
+    name = "numpy array"
+
+    def key(self, w, v):
+        if v.nbytes <= config.numpy_constant_bytes and not v.dtype.hasobject:
+            return (np.ndarray, *bytes_digest(v))
+        w.leaves.append(v)
+        return LEAF
+
+    def rebuild(self, r, v, i):
+        return r.next_leaf()  # (only a lifted one holds a leaf)
+
+    def slot(self, v, k, records):
+        return NO_SLOT if k is LEAF else HostArraySlot(v)
 
 
 class NoneKind(Kind):

@@ -2,6 +2,7 @@ import jax
 import pytest
 
 import stablejit
+from stablejit._runtime import native
 
 # Scripts run as subprocesses by test_sharding.py and test_persistent.py (they need their own JAX
 # start-up): not test modules, and not to be imported by --doctest-modules.
@@ -45,11 +46,16 @@ def limit():
 jax.config.update("jax_enable_x64", False)
 
 
-@pytest.fixture(params=["interpreted", "compiled"])
+@pytest.fixture(params=["interpreted", "compiled", "native"])
 def record_checks(request, monkeypatch):
     """The fast path's records checked guard by guard, or compiled into one
-    function at their first match (see stablejit's checker): both must mean
-    the same."""
+    function at their first match (see stablejit's checker) — as generated
+    Python, or where it can as the C accelerator's call function (see
+    stablejit's hot.py): all must mean the same."""
     after = 10**9 if request.param == "interpreted" else 1
     monkeypatch.setattr("stablejit._fingerprint.fastpath.COMPILE_AFTER", after)
+    if request.param == "native" and native.NATIVE is None:
+        pytest.skip("the C accelerator is not built (or $STABLEJIT_PURE_PYTHON is set)")
+    if request.param == "compiled":
+        monkeypatch.setattr(native, "NATIVE", None)
     return request.param

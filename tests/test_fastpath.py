@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from _helpers import key as _key
 
+import stablejit
 from stablejit import stable_jit
+from stablejit._runtime import native
 
 
 def _record(f):
@@ -352,3 +354,66 @@ def test_a_closure_served_by_its_own_call_function_retraces_for_new_shapes(trace
         w = jnp.arange(float(n))
         np.testing.assert_allclose(outer(None, w)(jnp.ones(n)), w)
     assert traced() == 3
+
+
+def test_a_function_whose_code_is_replaced_after_wrapping_is_keyed_anew():
+    # A partial of a record's call function holds the function, whose code a
+    # program can still replace: that record's checks are then not its.
+    def outer():
+        def f(x):
+            return x * 2
+
+        return stable_jit(f), f
+
+    for _ in range(8):
+        jitted, f = outer()
+        np.testing.assert_array_equal(jitted(jnp.ones(2)), [2.0, 2.0])
+    assert jitted.func is _record(f).call is not None
+
+    def g(x):
+        return x * 3
+
+    jitted, f = outer()
+    f.__code__ = g.__code__
+    np.testing.assert_array_equal(jitted(jnp.ones(2)), [3.0, 3.0])
+
+
+def test_closures_served_by_call_functions_traced_inside_each_other_find_their_own(traced):
+    # A trace started below a call function finds the function being called:
+    # a Python one from its frame, a native one from what it publishes with
+    # the frame it was called from. Nested either way, each finds its own.
+    def inner_of(w):
+        def inner(x):
+            _TRACED.append(None)  # (inline: a helper function would need the Python checks)
+            return x * w
+
+        return stable_jit(inner)
+
+    def outer_of(w, v):  # reaches a function: checked in Python
+        def outer(x):
+            _TRACED.append(None)
+            return inner_of(v)(x) + w
+
+        return stable_jit(outer)
+
+    def looped_of(w):  # identity checks only: native, around a loop body's trace
+        def looped(x):
+            _TRACED.append(None)
+            return stablejit.fori_loop(0, 2, lambda i, c: c * w, x)
+
+        return stable_jit(looped)
+
+    for n in range(1, 9):  # new shapes: each traces anew, from its call function
+        w, v, x = jnp.full(n, 2.0), jnp.full(n, 3.0), jnp.ones(n)
+        np.testing.assert_allclose(inner_of(v)(x), x * v)
+        np.testing.assert_allclose(outer_of(w, v)(x), x * v + w)
+        np.testing.assert_allclose(looped_of(w)(x), x * w * w)
+    assert traced() == 24
+    for jitted, native_if_built in [
+        (inner_of(v), True),
+        (outer_of(w, v), False),
+        (looped_of(w), True),
+    ]:
+        assert jitted.func is _record(jitted.__wrapped__).call is not None
+        if native.NATIVE is not None:
+            assert (type(jitted.func) is native.NATIVE.Guard) is native_if_built

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._fingerprint.code import INFO as CODE_INFO
 from .jitted import StableJitted, check_callable, made, wrap
+from .native import NATIVE
 from .options import DEFAULT_OPTIONS, options_of, signature
 
 if TYPE_CHECKING:
@@ -19,6 +20,27 @@ if TYPE_CHECKING:
 _FunctionType = types.FunctionType
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def _made_fast_python(fun) -> StableJitted | None:
+    """``made(fun, DEFAULT_OPTIONS)`` if ``fun`` is a function whose code has a
+    call function (the common case of ``stable_jit(fun)``, on every call of
+    a function that defines its jitted function inside), else None."""
+    if type(fun) is _FunctionType:
+        info = CODE_INFO.get(id(fun.__code__))
+        if info is not None and info.fast.call is not None:
+            self = StableJitted(info.fast.call, fun, DEFAULT_OPTIONS)
+            self.__dict__  # noqa: B018 (see ``made``)
+            return self
+    return None
+
+
+_made_fast = (
+    _made_fast_python
+    if NATIVE is None
+    else NATIVE.Maker(info=CODE_INFO, cls=StableJitted, opts=DEFAULT_OPTIONS)
+)
+"""``_made_fast_python``, in C where the accelerator is built (see :mod:`.native`)."""
 
 
 @overload
@@ -50,7 +72,10 @@ def stable_jit(fun: Callable | None = None, /, **options: Any) -> Any:
     * Arrays reachable from the function (closed over, in defaults, globals,
       bound objects) are *lifted*: passed to the compiled computation as
       inputs, keyed by shape/dtype/sharding, never by value. New values never
-      recompile and are never baked into the executable as constants. Such an
+      recompile and are never baked into the executable as constants. (Small
+      NumPy arrays, up to ``config.numpy_constant_bytes``, are constants as
+      under ``jax.jit``, concrete inside the trace, and keyed by their
+      contents, read on every call: written in place, they retrace.) Such an
       array is a tracer inside the function; where the code needs it as a
       concrete value (``int(a)``, a shape, a Python ``if``), that variant is
       traced again with the array baked in, as ``jax.jit`` does, and keyed by
@@ -91,14 +116,11 @@ def stable_jit(fun: Callable | None = None, /, **options: Any) -> Any:
     """
     if not options and fun is not None:
         # The common call, made on every call of a function that defines its
-        # jitted function inside: kept cheap. (``made`` written out, for a code
-        # whose record has its call function: not a generator, as it was called.)
-        if type(fun) is _FunctionType:
-            info = CODE_INFO.get(id(fun.__code__))
-            if info is not None and info.fast.call is not None:
-                self = StableJitted(info.fast.call, fun, DEFAULT_OPTIONS)
-                self.__dict__  # noqa: B018 (see ``made``)
-                return self
+        # jitted function inside: kept cheap. (A code whose record has a call
+        # function was called: not a generator.)
+        self = _made_fast(fun)
+        if self is not None:
+            return self
         check_callable(fun)
         return made(fun, DEFAULT_OPTIONS)
     opts = options_of(options)

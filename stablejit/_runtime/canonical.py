@@ -22,6 +22,7 @@ from .._fingerprint.snapshot import Snapshot
 from .._fingerprint.walk import fingerprint
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import CACHE, ENTRIES, LOCK, Entry
+from .native import NATIVE
 from .options import Lift
 from .statics import rebox, unbox
 
@@ -68,14 +69,21 @@ def current_callable():
     Read from the nearest stablejit entry point on the Python stack (a call
     function compiled for a record counts as one), where it is the local
     ``fn``: tracing is synchronous, so that frame is there, and the hot path
-    pays nothing to publish the callable.
+    pays nothing to publish the callable. A native call function (see
+    :mod:`.hot`) has no frame: it publishes the callable with the frame it
+    was called from, which places it among the others.
     """
+    native_fn, native_frame = NATIVE.current() if NATIVE is not None else (None, None)
     frame = sys._getframe(2)
     while frame is not None:
+        if frame is native_frame:
+            return native_fn
         code = frame.f_code
         if code in _ENTRY_CODES or code.co_filename == CALL_FILENAME:
             return frame.f_locals["fn"]
         frame = frame.f_back
+    if native_fn is not None:  # called with no Python frame below it
+        return native_fn
     raise RuntimeError(
         "stablejit internal error: a canonical function was traced outside of a stablejit call"
     )

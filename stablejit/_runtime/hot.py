@@ -15,10 +15,17 @@ from __future__ import annotations
 
 from .._fingerprint import sinks
 from .._fingerprint.checker import compile_call
+from .._fingerprint.guards import CHECKED_SLOTS, LEAF_SLOT
+from .._fingerprint.kind import LEAF_TYPES, MISSING
 from .._fingerprint.rebuild import RebuildMismatch
+from . import native
 
 _FAIL = "return _call(fn, opts, *args, **kwargs)"
 _PROLOGUE = [
+    # A partial made for this code holds a function whose code can be
+    # replaced since (``fn.__code__ = ...``): then this record is not its.
+    "if fn.__code__ is not _code:",
+    "    " + _FAIL,
     "entry = _entries.get(opts)",
     "if entry is None:",
     "    " + _FAIL,
@@ -42,18 +49,56 @@ def _epilogue(uses_leaves: bool) -> list[str]:
     ]
 
 
-def install(record, records, general, plainly) -> None:
-    """Gives ``record`` (a fast-path record of the code whose records are
+def install(record, code, records, general, plainly) -> None:
+    """Gives ``record`` (a fast-path record of ``code``, whose records are
     ``records``) its call function: ``general``'s hot path with the
     record's checks written in; what fails them goes to ``general``, and a
     trace whose rebuild does not replay its key walk to ``plainly``."""
+    record.call = _native(record, code, general, plainly) or _compiled(
+        record, code, general, plainly
+    )
+    if records.front is record:
+        records.call = record.call
+
+
+def _native(record, code, general, plainly):
+    """The C accelerator's call function for ``record``, where it is built
+    and every check of the record is one it makes: an identity test, or an
+    array of a lifted type (no nested functions, containers or objects,
+    which number what they meet). None otherwise."""
+    if native.NATIVE is None or record.nested:
+        return None
+    slots = [s for _, s in record.globals] + list(record.cells)
+    if any(s is not LEAF_SLOT and type(s) in CHECKED_SLOTS for s in slots):
+        return None
+    return native.NATIVE.Guard(
+        code=code,
+        g_id=record.g_id,
+        b_id=record.b_id,
+        sinks_ns=vars(sinks),
+        sinks=record.sinks,
+        defaults=record.defaults,
+        kwdefaults=record.kwdefaults,
+        names=tuple(name for name, _ in record.globals),
+        gslots=tuple(s for _, s in record.globals),
+        cslots=tuple(record.cells),
+        leaf_slot=LEAF_SLOT,
+        leaf_types=LEAF_TYPES,
+        missing=MISSING,
+        entries=record.entries,
+        general=general,
+        plainly=plainly,
+        mismatch=RebuildMismatch,
+    )
+
+
+def _compiled(record, code, general, plainly):
     consts = {
+        "_code": code,
         "_entries": record.entries,
         "_sinks": sinks,
         "_call": general,
         "_plainly": plainly,
         "_RebuildMismatch": RebuildMismatch,
     }
-    record.call = compile_call(record, _PROLOGUE, _FAIL, _epilogue, consts)
-    if records.front is record:
-        records.call = record.call
+    return compile_call(record, _PROLOGUE, _FAIL, _epilogue, consts)

@@ -234,7 +234,7 @@ def _call(fn, opts, /, *args, **kwargs):
                     if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
                         entry.hits += 1
                         if fast.call is None and fast.compiled:
-                            install(fast, info.fast, _call, _plainly)
+                            install(fast, fn.__code__, info.fast, _call, _plainly)
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)

@@ -1,0 +1,97 @@
+"""The optional C accelerator: built where a compiler is, and switched off by one variable.
+
+``stablejit/_speedups.c`` gives a redefined closure whose checks are all identity tests a call
+function with no Python frame; everything else (and every install without a compiler) runs
+the same checks as generated Python. The behaviour is tested both ways: the fast-path tests
+run each record natively and as Python (the ``record_checks`` fixture), and ``.ci/matrix``
+runs them again with ``STABLEJIT_PURE_PYTHON=1``.
+"""
+
+import os
+import subprocess
+import sys
+import sysconfig
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from stablejit import stable_jit
+from stablejit._runtime import native
+
+_TRACED: list = []
+_PURE = os.environ.get("STABLEJIT_PURE_PYTHON", "") not in ("", "0")
+
+
+def test_the_accelerator_is_built_where_a_compiler_is_unless_switched_off():
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if _PURE:
+        assert native.NATIVE is None
+    elif subprocess.run(["which", compiler], capture_output=True).returncode == 0:
+        assert native.NATIVE is not None, "the C accelerator failed to build: see pip -v"
+
+
+def test_pure_python_is_chosen_by_the_variable_in_a_fresh_process():
+    code = "from stablejit._runtime import native; print(native.NATIVE is None)"
+    env = {**os.environ, "STABLEJIT_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="the C accelerator is not built")
+@pytest.mark.parametrize(
+    "change, traced",
+    [
+        ("equal float", 0),  # another object, equal: the general path hits
+        ("other float", 1),
+        ("defaults", 1),
+        ("function attribute", 1),  # part of the key, found by the full walk
+        ("global", 1),
+        ("array", 0),  # another array of the same shape: passed in
+    ],
+)
+def test_a_native_call_function_hands_what_it_does_not_vouch_for_to_the_general_path(
+    change, traced
+):
+    # Identity tests only: whatever is not the very object the record saw
+    # goes to the general path, which decides afresh (never stale).
+    def make(scale, w):
+        def f(x, k=2):
+            _TRACED.append(None)  # a global list: identity-checked, a side channel
+            return x * scale * k + w * _OFFSET
+
+        return stable_jit(f), f
+
+    global _OFFSET
+    x, w = jnp.ones(2), jnp.ones(2)
+    for _ in range(6):
+        jitted, f = make(1.5, w)
+        np.testing.assert_array_equal(jitted(x), x * 3 + w)
+    n = len(_TRACED)
+    scale, k, offset = 1.5, 2, 1.0
+    if change == "equal float":
+        jitted, f = make(float("1.5"), w)
+    elif change == "other float":
+        scale = 2.5
+        jitted, f = make(scale, w)
+    elif change == "array":
+        w = w + 6.0
+        jitted, f = make(1.5, w)
+    else:
+        jitted, f = make(1.5, w)
+    assert type(jitted.func) is native.NATIVE.Guard
+    if change == "defaults":
+        k = 3
+        f.__defaults__ = (k,)
+    elif change == "function attribute":
+        f.attribute = 1
+    elif change == "global":
+        offset = _OFFSET = 2.0
+    try:
+        np.testing.assert_array_equal(jitted(x), x * scale * k + w * offset)
+    finally:
+        _OFFSET = 1.0
+    assert len(_TRACED) - n == traced
+
+
+_OFFSET = 1.0

@@ -1,3 +1,4 @@
+import _helpers
 import jax
 import pytest
 
@@ -44,6 +45,14 @@ def limit():
 
 
 jax.config.update("jax_enable_x64", False)
+
+
+@pytest.fixture
+def traced(record_checks):
+    """How many traces ``_helpers.count_trace`` counted since the test began,
+    each test run with every kind of record checks."""
+    n = len(_helpers.TRACED)
+    return lambda: len(_helpers.TRACED) - n
 
 
 @pytest.fixture(params=["interpreted", "compiled", "native"])

@@ -11,21 +11,9 @@ import collections
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import count_trace as _traced
 
 from stablejit import stable_jit
-
-_TRACED: list = []
-
-
-def _traced() -> None:
-    # A global list: a side channel the fast path allows (see test_fastpath).
-    _TRACED.append(None)
-
-
-@pytest.fixture
-def traced(record_checks):
-    n = len(_TRACED)
-    return lambda: len(_TRACED) - n
 
 
 @pytest.fixture

@@ -10,22 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import count_trace as _traced
 
 import stablejit
 from stablejit import stable_jit
-
-_TRACED: list = []
-
-
-def _traced() -> None:
-    # A global list: a side channel the fast path allows (see test_fastpath).
-    _TRACED.append(None)
-
-
-@pytest.fixture
-def traced(record_checks):
-    n = len(_TRACED)
-    return lambda: len(_TRACED) - n
 
 
 def _validated(params):

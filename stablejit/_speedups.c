@@ -138,11 +138,6 @@ guard_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
         (f->func_dict != NULL && PyDict_GET_SIZE(f->func_dict) != 0) ||
         !PyDict_CheckExact(f->func_globals) || !PyDict_CheckExact(f->func_builtins))
         goto general;
-    entry = PyDict_GetItemWithError(g->entries, opts);
-    if (entry == NULL) {
-        PyErr_Clear();
-        goto general;
-    }
     if (PyDict_GetItemWithError(g->sinks_ns, str_sinks) != g->sinks) {
         PyErr_Clear();
         goto general;
@@ -183,6 +178,11 @@ guard_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
                 goto fail;
         }
     }
+    /* Looked up last: nothing between here and its use runs Python code, which
+     * could drop the entry from the dict (a borrowed reference). */
+    entry = PyDict_GetItemWithError(g->entries, opts);
+    if (entry == NULL)
+        goto fail;
     ready = PyObject_GetAttr(entry, str_ready);
     if (ready == NULL || ready == Py_None) {
         PyErr_Clear();

@@ -394,7 +394,7 @@ maker_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
     if (made == NULL)
         return NULL;
     /* A partial without a __dict__ of its own is unwrapped by a partial
-     * made of it (see the runtime's jitted.made). */
+     * made of it (see the runtime's jitted.partial_of). */
     PyObject *d = PyObject_GenericGetDict(made, NULL);
     if (d == NULL) {
         Py_DECREF(made);

@@ -16,7 +16,7 @@ from .._config import config
 from .._markers import IdRef
 from .bake import bytes_digest
 from .guards import HostArraySlot
-from .kind import LEAF, LIFTED_SCALAR, NO_SLOT, Kind
+from .kind import LEAF, LIFTED_SCALAR, Kind
 
 _INT32 = range(-(2**31), 2**31)
 
@@ -110,7 +110,7 @@ class HostArray(Kind):
         return r.next_leaf()  # (only a lifted one holds a leaf)
 
     def slot(self, v, k, records):
-        return NO_SLOT if k is LEAF else HostArraySlot(v)
+        return HostArraySlot(v)  # (a lifted one's slot is the fast path's LEAF_SLOT)
 
 
 class NoneKind(Kind):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._fingerprint.code import INFO as CODE_INFO
-from .jitted import StableJitted, check_callable, made, wrap
+from .jitted import StableJitted, check_callable, fast_call, made, partial_of, wrap
 from .native import NATIVE
 from .options import DEFAULT_OPTIONS, options_of, signature
 
@@ -17,7 +16,6 @@ if TYPE_CHECKING:
 
     from .options import JitOptions
 
-_FunctionType = types.FunctionType
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -26,13 +24,8 @@ def _made_fast_python(fun) -> StableJitted | None:
     """``made(fun, DEFAULT_OPTIONS)`` if ``fun`` is a function whose code has a
     call function (the common case of ``stable_jit(fun)``, on every call of
     a function that defines its jitted function inside), else None."""
-    if type(fun) is _FunctionType:
-        info = CODE_INFO.get(id(fun.__code__))
-        if info is not None and info.fast.call is not None:
-            self = StableJitted(info.fast.call, fun, DEFAULT_OPTIONS)
-            self.__dict__  # noqa: B018 (see ``made``)
-            return self
-    return None
+    call = fast_call(fun)
+    return None if call is None else partial_of(call, fun, DEFAULT_OPTIONS)
 
 
 _made_fast = (

@@ -204,13 +204,24 @@ def made(fun: Callable, opts: Options) -> StableJitted:
     function of ``fun``'s code if its fast path has one, else of the general
     :func:`_call` (or, with static arguments, :func:`_call_statics`)."""
     call = _general(opts)
-    if type(fun) is _FunctionType and call is _call:
+    if call is _call:
+        call = fast_call(fun) or call
+    return partial_of(call, fun, opts)
+
+
+def fast_call(fun: Callable):
+    """``fun``'s code's fast-path call function (see :mod:`.hot`), or None."""
+    if type(fun) is _FunctionType:
         info = CODE_INFO.get(id(fun.__code__))
-        if info is not None and info.fast.call is not None:
-            call = info.fast.call
+        if info is not None:
+            return info.fast.call
+    return None
+
+
+def partial_of(call, fun: Callable, opts: Options) -> StableJitted:
+    """The :class:`StableJitted` partial of ``(call, fun, opts)``."""
     self = StableJitted(call, fun, opts)
-    # A partial without a __dict__ of its own is unwrapped by a partial made
-    # of it (functools.partial(f, x) would hold our call function, not f).
+    # Without a __dict__ of its own, functools.partial(self, x) would unwrap it.
     self.__dict__  # noqa: B018
     return self
 

@@ -3,7 +3,7 @@ import jax
 import pytest
 
 import stablejit
-from stablejit._runtime import native
+from stablejit import _native as native
 
 # Scripts run as subprocesses by test_sharding.py and test_persistent.py (they need their own JAX
 # start-up): not test modules, and not to be imported by --doctest-modules.

@@ -13,8 +13,8 @@ import pytest
 from _helpers import key as _key
 
 import stablejit
+from stablejit import _native as native
 from stablejit import stable_jit
-from stablejit._runtime import native
 
 
 def _record(f):

@@ -182,6 +182,34 @@ def test_the_same_object_twice_is_a_back_reference_not_a_match(traced):
     assert traced() == 2  # [a, a] keys its second item as a back reference
 
 
+def test_many_objects_are_rechecked_in_bulk_and_any_change_among_them_retraces(traced, walks):
+    # Past the checker's BATCH_ITEMS: one pass over all the objects (in C where built).
+    ps = [Processor(1.0 + i / 64, f"p{i}") for i in range(40)]
+    x = jnp.ones(2)
+
+    def check(expected_traces):
+        for _ in range(3):
+            np.testing.assert_allclose(_call(ps, x), _apply(ps, x), rtol=1e-6)
+        assert traced() == expected_traces
+
+    check(1)
+    before = walks()
+    check(1)
+    assert walks() == before  # served by the bulk check, no walk
+    ps[25].scale = 7.0  # one value, in place
+    check(2)
+    ps[25].scale = float("7.0")  # equal, another object: the same key
+    check(2)
+    ps[30] = ps[3]  # the same object twice: a back reference
+    check(3)
+    ps[30] = Processor(ps[30].scale, "p30")
+    ps[30].extra = 1  # one more attribute
+    check(4)
+    del ps[30].extra
+    ps[30].scale = 1.0 + 30 / 64  # back to the state of the first change: cached
+    check(4)
+
+
 def test_a_list_that_grows_and_an_object_of_another_class_retrace(traced):
     class Other(Processor):
         pass

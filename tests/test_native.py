@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from stablejit import _native as native
 from stablejit import stable_jit
-from stablejit._runtime import native
 
 _TRACED: list = []
 _PURE = os.environ.get("STABLEJIT_PURE_PYTHON", "") not in ("", "0")
@@ -32,7 +32,7 @@ def test_the_accelerator_is_built_where_a_compiler_is_unless_switched_off():
 
 
 def test_pure_python_is_chosen_by_the_variable_in_a_fresh_process():
-    code = "from stablejit._runtime import native; print(native.NATIVE is None)"
+    code = "from stablejit import _native as native; print(native.NATIVE is None)"
     env = {**os.environ, "STABLEJIT_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "True", out.stderr

@@ -8,7 +8,6 @@
 - ``keys.py``: a call's cache key, built and read back in one place.
 - ``persist.py``: executables kept on disk across processes.
 - ``miss.py``: a miss: a new entry, or a fallback (static scalars, baked arrays, plain jit).
-- ``native.py``: the optional C accelerator, if built.
 - ``hot.py``: a redefined closure's own call function, its record's checks written in.
 - ``jitted.py``: ``StableJitted`` (a partial of a call function) and the general call path.
 - ``api.py``: ``stable_jit`` itself, typed.

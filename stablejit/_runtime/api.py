@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._fingerprint.code import INFO as CODE_INFO
+from .._native import NATIVE
 from .jitted import StableJitted, check_callable, fast_call, made, partial_of, wrap
-from .native import NATIVE
 from .options import DEFAULT_OPTIONS, options_of, signature
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,8 @@ class Entry:
         "stats",
         "leaf_labels",
         "signature",
+        "warnings",
+        "callers",
         "__weakref__",
     )
 
@@ -72,6 +75,10 @@ class Entry:
         self.stats = None  # the function's counters (see the diagnostics' Stats)
         self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
         self.signature = None  # the arguments' shapes at the last trace
+        # What its traces warned, and the callables that have called it since
+        # (see :mod:`.replay`): None until a trace warns.
+        self.warnings: tuple = ()
+        self.callers: weakref.WeakSet | None = None
 
 
 STATIC_SCALARS = Memo(4096)

@@ -12,6 +12,7 @@ import contextlib
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import jax
@@ -20,9 +21,10 @@ from .._fingerprint.checker import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import Snapshot
 from .._fingerprint.walk import fingerprint
+from .._native import NATIVE
+from . import replay
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import CACHE, ENTRIES, LOCK, Entry
-from .native import NATIVE
 from .options import Lift
 from .statics import rebox, unbox
 
@@ -133,11 +135,12 @@ def make_canonical(
                     e.entry = entry  # which variant to run plainly (see miss.mismatched)
                     raise
                 try:
-                    if call is None:
-                        out = new(*rest, **kwargs)
-                    else:
-                        new_rest, new_kwargs = rebox(rest, kwargs, new.values)
-                        out = new.fn(*new_rest, **new_kwargs)
+                    with replay.recording() as shown:
+                        if call is None:
+                            out = new(*rest, **kwargs)
+                        else:
+                            new_rest, new_kwargs = rebox(rest, kwargs, new.values)
+                            out = new.fn(*new_rest, **new_kwargs)
                     if rebuilder is not None:
                         rebuilder.check_writes()
                         # The output may be the program's own containers, which
@@ -152,6 +155,8 @@ def make_canonical(
                 if snapshot.commit():
                     _alias_after_trace(entry, subject, lift)
             entry.trace_seconds += time.perf_counter() - start
+            if shown or entry.callers is not None:
+                _warned(entry, fn, shown)
         if on_traced is not None:
             on_traced(entry, args[:n_leaves], args[n_leaves:], kwargs)
         return out
@@ -161,6 +166,33 @@ def make_canonical(
     if signature is not None:
         canonical.__signature__ = signature
     return canonical
+
+
+def ready_for(entry: Entry, jitted: Callable) -> Callable:
+    """What the hot path is to call for ``entry``, whose ``jax.jit`` is
+    ``jitted``: that, or, for an entry whose traces warned, that replaying
+    their warnings to each new caller (see :mod:`.replay`)."""
+    if entry.callers is None:
+        return jitted
+
+    def replaying(*args, **kwargs):
+        if replay.first_call(entry.callers, current_callable()):
+            replay.emit(entry.warnings)
+        return jitted(*args, **kwargs)
+
+    return replaying
+
+
+def _warned(entry: Entry, fn, shown: list) -> None:
+    """After a trace of ``entry`` by ``fn`` that showed ``shown`` (or of an
+    entry that had warned before): ``fn`` has seen its warnings, and later
+    callers will (see :func:`ready_for`)."""
+    entry.warnings = replay.merged(entry.warnings, shown)
+    if entry.callers is None:
+        entry.callers = weakref.WeakSet()
+        if entry.ready is not None:  # a retrace for new shapes, on the hot path
+            entry.ready = ready_for(entry, entry.ready)
+    replay.first_call(entry.callers, fn)
 
 
 def _same(x):

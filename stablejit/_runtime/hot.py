@@ -13,12 +13,12 @@ than its own record.
 
 from __future__ import annotations
 
+from .. import _native as native
 from .._fingerprint import sinks
 from .._fingerprint.checker import compile_call
 from .._fingerprint.guards import CHECKED_SLOTS, LEAF_SLOT
 from .._fingerprint.kind import LEAF_TYPES, MISSING
 from .._fingerprint.rebuild import RebuildMismatch
-from . import native
 
 _FAIL = "return _call(fn, opts, *args, **kwargs)"
 _PROLOGUE = [

@@ -26,7 +26,7 @@ from .._fingerprint.kind import Kind, register_kind
 from .._fingerprint.rebuild import RebuildMismatch
 from . import cache, miss, persist
 from .cache import CACHE
-from .canonical import TRACE_LOCK, Restructured, entry_point
+from .canonical import TRACE_LOCK, Restructured, entry_point, ready_for
 from .hot import install
 from .keys import Unkeyable, call_key, fingerprint_of, is_plain
 from .options import Options
@@ -349,7 +349,7 @@ def _first_call(fn, opts, args, kwargs, static_scalars=False):
         stats.done_compiling()
         release(cargs, ckwargs)
     if entry.jitted is jitted:  # not evicted meanwhile
-        entry.ready = jitted
+        entry.ready = ready_for(entry, jitted)
     return out
 
 

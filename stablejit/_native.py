@@ -4,7 +4,8 @@
 stablejit was installed), ``$STABLEJIT_PURE_PYTHON=1``, or a free-threaded
 CPython. Every use of it
 has a pure-Python path that does the same; the accelerator only removes
-Python frames from a redefined closure's hot path (see :mod:`.hot`).
+Python frames from a redefined closure's hot path (see ``_runtime/hot.py``)
+and checks plain objects in one pass (see ``_fingerprint/guards.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,6 @@ try:
     # under -W error): there the pure-Python path runs.
     if not getattr(sys, "_is_gil_enabled", lambda: True)():
         raise ImportError("free-threaded CPython")
-    from .. import _speedups as NATIVE
+    from . import _speedups as NATIVE
 except ImportError:
     NATIVE = None

@@ -1,0 +1,147 @@
+"""Trace-time warnings, recorded and replayed: what a cache hit owes to ``jax.jit``.
+
+A warning issued while a function is traced (a library validating concrete
+parameters, JAX's own dtype notices) is a Python side effect of the trace.
+``jax.jit`` traces every new function object, so a program, or a test under
+``pytest.warns``, sees that warning once per function object. A stablejit hit
+traces nothing: without a replay the warning would be gone.
+
+So each trace records the warnings it shows (as shown, after the filters) in
+its entry, and the first call of the entry by another function object shows
+them again, through the filters and the warning registry of the module that
+issued them: where the filters say "once per location", the replay is
+silent, as the retrace's warning would be; where they say "always" or
+"error", it shows or raises, as it would.
+
+Recording wraps the warnings module's ``_showwarnmsg`` (the one function both
+``warnings.warn`` and C code's warnings reach once the filters let one
+through) while any trace runs, and files what it sees by thread, so a
+warning of another thread is not taken for the trace's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import warnings
+import weakref
+
+_LOCK = threading.Lock()
+_LOCAL = threading.local()
+_active = 0  # traces recording now; the hook is installed while > 0
+_original = None
+
+
+def _hook(msg) -> None:
+    logs = getattr(_LOCAL, "logs", None)
+    if logs:
+        logs[-1].append(msg)
+    _original(msg)
+
+
+def _install() -> bool:
+    global _active, _original
+    with _LOCK:
+        if _active == 0:
+            current = getattr(warnings, "_showwarnmsg", None)
+            if current is None:  # a Python without the hook point: record nothing
+                return False
+            _original = current
+            warnings._showwarnmsg = _hook
+        _active += 1
+        return True
+
+
+def _uninstall() -> None:
+    global _active
+    with _LOCK:
+        _active -= 1
+        if _active == 0 and warnings._showwarnmsg is _hook:
+            warnings._showwarnmsg = _original
+
+
+@contextlib.contextmanager
+def recording():
+    """Collects, into the list it yields, the warnings this thread shows
+    inside the block (they are shown as usual too)."""
+    log: list = []
+    if not _install():
+        yield log
+        return
+    logs = _LOCAL.__dict__.setdefault("logs", [])
+    logs.append(log)
+    try:
+        yield log
+    finally:
+        logs.pop()
+        _uninstall()
+
+
+def merged(known: tuple, new: list) -> tuple:
+    """``known`` with the warnings of ``new`` it lacks (a warning counts once
+    per message, category and location)."""
+    seen = {_identity(m) for m in known}
+    out = list(known)
+    for m in new:
+        if _identity(m) not in seen:
+            seen.add(_identity(m))
+            out.append(m)
+    return tuple(out)
+
+
+def _identity(m):
+    return (m.category, str(m.message), m.filename, m.lineno)
+
+
+def first_call(callers: weakref.WeakSet, fn) -> bool:
+    """Whether ``fn`` is new to ``callers``, noting it there. A callable
+    that cannot be referenced weakly is new on every call (replayed each
+    time: the filters still decide what is shown)."""
+    try:
+        if fn in callers:
+            return False
+        callers.add(fn)
+    except TypeError:
+        pass
+    return True
+
+
+def emit(messages: tuple) -> None:
+    """Shows ``messages`` again, each as if issued anew where it first was."""
+    for m in messages:
+        module_globals = _globals_of(m.filename)
+        if module_globals is None:
+            registry, module = None, None
+        else:
+            registry = module_globals.setdefault("__warningregistry__", {})
+            module = module_globals.get("__name__")
+        warnings.warn_explicit(
+            m.message,
+            m.category,
+            m.filename,
+            m.lineno,
+            module=module,
+            registry=registry,
+            module_globals=module_globals,
+            source=m.source,
+        )
+
+
+_MODULES: dict[str, str] = {}  # file name → the name of the module loaded from it
+
+
+def _globals_of(filename: str):
+    """The globals of the module loaded from ``filename`` (whose warning
+    registry a warning issued there uses), or None."""
+    name = _MODULES.get(filename)
+    module = sys.modules.get(name) if name is not None else None
+    if module is None or getattr(module, "__file__", None) != filename:
+        module = next(
+            (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename),
+            None,
+        )
+        if module is None:
+            return None
+        _MODULES[filename] = module.__name__
+    return vars(module)

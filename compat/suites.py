@@ -171,21 +171,8 @@ def selection(suite: Suite, profile: str) -> tuple[tuple[str, ...], str | None]:
 # Tests that cannot pass under a stablejit mode by design, by suite, mode and
 # test id prefix, each with its reason. Listed apart in the summaries and not
 # counted as divergences; the issue's bound is 1 % of a suite.
-_REPEATED_WARNING = (
-    "asserts a UserWarning that numpyro emits while tracing (its out-of-support check on "
-    "concrete samples), in a computation identical to the previous test's (Dagum's "
-    "params199 and params200 draw the same valid parameters and samples from fixed keys): "
-    "stablejit's cache hits it and traces nothing, so nothing warns; jax.jit traces each "
-    "fresh closure anew (a trace-time side effect asserted)"
-)
-_DAGUM_REPEATED = {
-    f"test/test_distributions.py::test_distribution_constraints[prepend_shape{i}"
-    "-Dagum-None-params200]": _REPEATED_WARNING
-    for i in range(3)
-}
 BY_DESIGN: dict[str, dict[str, dict[str, str]]] = {
     "numpyro": {
-        "jit": _DAGUM_REPEATED,
         "patch": {
             "test/test_compile.py::test_mcmc_one_chain": (
                 "asserts the exact number of times the model is traced, through a global "
@@ -193,15 +180,31 @@ BY_DESIGN: dict[str, dict[str, dict[str, str]]] = {
                 "share one trace, so the model is traced fewer times than stock "
                 "(identity-keyed caching asserted)"
             ),
-            **_DAGUM_REPEATED,
         },
+    },
+}
+
+# Tests whose outcome stock itself does not repeat, by suite and test id
+# prefix, with the evidence: in every mode, a failure of one of them is listed
+# apart, not counted as a divergence.
+FLAKY: dict[str, dict[str, str]] = {
+    "numpyro": {
+        "test/test_distributions.py::test_kl_univariate[": (
+            "draws its distributions' parameters from NumPy's global random state, which no "
+            "test seeds, and compares an analytic KL with a Monte Carlo estimate at rtol 0.05: "
+            "run alone, stock, six times, 1 to 7 of its 15 cases failed each time"
+        ),
     },
 }
 
 
 def by_design(suite: str, mode: str, test: str) -> str | None:
-    """The reason ``test`` cannot pass in ``mode`` by design, or None."""
+    """The reason ``test`` cannot pass in ``mode`` by design, or does not
+    pass reliably stock either (flaky), or None."""
     for prefix, reason in BY_DESIGN.get(suite, {}).get(mode, {}).items():
         if test.startswith(prefix):
             return reason
+    for prefix, reason in FLAKY.get(suite, {}).items():
+        if test.startswith(prefix):
+            return "flaky stock: " + reason
     return None

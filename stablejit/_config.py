@@ -16,9 +16,11 @@ class Config:
 
     Attributes:
         cache_size: the most compiled executables kept across all
-            functions (an entry holds one per argument signature it
-            compiled); least recently used entries are evicted, and their
-            executables freed, beyond it. Default 512, or
+            functions that are gone (an entry holds one per argument
+            signature it compiled); least recently used entries are
+            evicted, and their executables freed, beyond it. A function or
+            wrapper still alive keeps its entries, as ``jax.jit`` keeps a
+            live function's executables. Default 512, or
             ``$STABLEJIT_CACHE_SIZE``.
         explain_misses: log, through the ``stablejit`` logger, why each
             retrace happened (which closure variable, global, default or

@@ -133,6 +133,30 @@ def test_the_bound_counts_executables_so_an_entry_compiled_for_many_shapes_weigh
     assert traces.n == 5  # evicted: traced again
 
 
+def test_a_live_function_keeps_its_variants_past_the_bound_as_jax_jit_does(traces):
+    stablejit.config.cache_size = 2
+
+    def f(x):
+        traces()
+        return x * 2
+
+    g = stable_jit(f)
+    make = functools.partial(_adder, traces)
+    for n in range(1, 6):  # five executables of a function still alive
+        g(jnp.zeros(n))
+    for k in range(4):  # closures that die: bounded
+        make(k)(jnp.zeros(1))
+    assert traces.n == 9
+    for n in range(1, 6):
+        np.testing.assert_array_equal(g(jnp.ones(n)), 2 * np.ones(n))
+    assert traces.n == 9  # none evicted
+    make(0)(jnp.zeros(1))
+    assert traces.n == 10  # a dead closure's entry was
+    del f, g  # now its entry may go too
+    make(1)(jnp.zeros(1))
+    assert sum(max(1, e.compiles) for e in _cache.live_entries()) <= 2
+
+
 def test_shrinking_the_cache_evicts_immediately():
     for k in range(4):
         stable_jit(lambda x, k=k: x + k)(jnp.zeros(1))

@@ -237,7 +237,12 @@ def describe(fn: Any) -> Description:
                 else:
                     visit((*path, label), child)
 
-    visit((), fn)
+    try:
+        visit((), fn)
+    finally:
+        # visit refers to itself: unlinked, what it saw (the function) dies
+        # with its last user (the cache's eviction reads liveness).
+        del visit
     return Description(fn, rows, dropped)
 
 

@@ -66,6 +66,11 @@ class Snapshot:
             # What the key walk reached but this one cannot: the state seen
             # so far is snapshotted; a write beyond it keys anew (a retrace).
             _LOG.info("stablejit: the state %r reaches is too deep to snapshot whole", fn)
+        finally:
+            # The walker and on_first refer to each other: unlinked, what the
+            # walk visited (the function itself) dies with its last user, not
+            # at the next collection (the cache's eviction reads liveness).
+            w.seen = None
         self._parts = parts
         self._before = [_contents(obj, names) for obj, names in parts]
 

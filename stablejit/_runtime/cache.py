@@ -14,6 +14,11 @@ outlive the functions that made them (that is the point), and on CPU each
 one maps its code into the process: an optax test suite's thousand entries
 held ~25 mappings per executable, and XLA crashed compiling once the process
 reached Linux's limit of 65,530 mappings.
+
+So the bound is on what outlives its function. An entry whose function (or
+wrapper) is still alive is held as ``jax.jit`` holds that function's
+executables, neither counted nor evicted: a module-level function's variants
+are never compiled again because other code made many closures.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class Entry:
         "signature",
         "warnings",
         "callers",
+        "owner",
         "__weakref__",
     )
 
@@ -79,6 +85,8 @@ class Entry:
         # (see :mod:`.replay`): None until a trace warns.
         self.warnings: tuple = ()
         self.callers: weakref.WeakSet | None = None
+        # The callable it was made for, weakly: alive, it pins the entry.
+        self.owner: weakref.ref | None = None
 
 
 STATIC_SCALARS = Memo(4096)
@@ -124,27 +132,44 @@ def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
         return entry
 
 
+def set_owner(entry: Entry, fn) -> None:
+    """Notes the callable ``entry`` was made for (see the module's docs),
+    if it can be referenced weakly; a first owner stays."""
+    if entry.owner is None:
+        try:
+            entry.owner = weakref.ref(fn)
+        except TypeError:
+            pass
+
+
 def _weight(entry: Entry) -> int:
     """The executables ``entry`` holds (one, until its first compile)."""
     return max(1, entry.compiles)
 
 
+def _pinned(entry: Entry) -> bool:
+    owner = entry.owner
+    return owner is not None and owner() is not None
+
+
 def _evict_locked(size: int, keep: Entry | None = None) -> None:
-    """Drops the least recently used entries, never ``keep`` (the entry
-    just created), while they hold more than ``size`` executables.
+    """Drops the least recently used entries whose functions are gone,
+    never ``keep`` (the entry just created), while those hold more than
+    ``size`` executables.
 
     Recency is read off the hit counters, so a hit pays for nothing else: an
     entry hit since the previous eviction counts as used now (the CLOCK
     approximation of LRU, resolved at evictions).
     """
-    held = sum(map(_weight, ENTRIES))
+    loose = [e for e in ENTRIES if not _pinned(e)]
+    held = sum(map(_weight, loose))
     if held <= size:
         return
-    for e in ENTRIES:
+    for e in loose:
         if e.hits != e.hits_then:
             e.hits_then = e.hits
             e.last_used = next(CLOCK)
-    for e in sorted(ENTRIES, key=lambda e: e.last_used):
+    for e in sorted(loose, key=lambda e: e.last_used):
         if held <= size:
             break
         if e is not keep:

@@ -74,6 +74,7 @@ def entry_for(fun, opts: Options, key, leaves: list, args: tuple, subject) -> ca
         return JIT(canonical, **opts.jit_kwargs(n_leaves, n_dynamic))
 
     entry = cache.get_or_create(key, ftag, build)
+    cache.set_owner(entry, fun)
     entry.stats = s
     entry.leaf_labels = [name for name, _ in s.descriptions[-1].lifted]
     return entry

@@ -242,7 +242,7 @@ def describe(fn: Any) -> Description:
     finally:
         # visit refers to itself: unlinked, what it saw (the function) dies
         # with its last user (the cache's eviction reads liveness).
-        del visit
+        visit = None
     return Description(fn, rows, dropped)
 
 

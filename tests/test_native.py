@@ -95,3 +95,60 @@ def test_a_native_call_function_hands_what_it_does_not_vouch_for_to_the_general_
 
 
 _OFFSET = 1.0
+
+
+def _params(n_layers, scale=1.0):
+    return {
+        f"layer{i}": {f"w{j}": jnp.full((2,), scale * (i + j)) for j in range(3)}
+        for i in range(n_layers)
+    }
+
+
+def _total(params):
+    return sum(sum(layer.values()) for layer in params.values())
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="the C accelerator is not built")
+def test_a_closure_over_a_params_dict_gets_a_native_call_function_that_sees_every_change(
+    monkeypatch,
+):
+    # Each new record gets its call function at its first hit: every check below meets one.
+    monkeypatch.setattr("stablejit._fingerprint.fastpath.COMPILE_AFTER", 1)
+
+    def make(params):
+        def f(x):  # calls no other function of the program's (those nest)
+            _TRACED.append(None)
+            return x + sum(sum(layer.values()) for layer in params.values())
+
+        return stable_jit(f)
+
+    x = jnp.ones(2)
+    params = _params(3)
+    for _ in range(6):
+        np.testing.assert_allclose(make(params)(x), x + _total(params))
+    assert type(make(params).func) is native.NATIVE.Guard
+    n = len(_TRACED)
+
+    def check(p, traced, guarded=True):
+        nonlocal n
+        for _ in range(4):
+            np.testing.assert_allclose(make(p)(x), x + _total(p))
+        assert len(_TRACED) - n == traced, p.keys()
+        assert (type(make(p).func) is native.NATIVE.Guard) is guarded
+        n = len(_TRACED)
+
+    check(_params(3, scale=2.0), 0)  # new arrays, same structure: passed in
+    params["layer1"]["w2"] = jnp.full((2,), 7.0)  # in place, an array: passed in
+    check(params, 0)
+    renamed = {"".join(["lay", "er", str(i)]): params[f"layer{i}"] for i in range(3)}
+    check(renamed, 0)  # equal keys, other strings
+    params["layer1"]["w2"] = jnp.full((1,), 7.0)  # new shape: JAX retraces
+    check(params, 1)
+    params["layer1"]["w3"] = jnp.full((2,), 7.0)  # a new key: a new structure
+    check(params, 1)
+    params["layer1"]["w4"] = params["layer1"].pop("w3")  # as many keys, one renamed
+    check(params, 1)
+    params["layer2"] = params["layer0"]  # one dict twice: a back reference
+    check(params, 1, guarded=False)  # (which the accelerator does not check)
+    params["layer2"] = {"w0": 1.0, "w1": jnp.ones(2), "w2": jnp.ones(2)}  # a float for an array
+    check(params, 1)

@@ -16,9 +16,10 @@ from __future__ import annotations
 from .. import _native as native
 from .._fingerprint import sinks
 from .._fingerprint.checker import compile_call
-from .._fingerprint.guards import CHECKED_SLOTS, LEAF_SLOT
+from .._fingerprint.guards import CHECKED_SLOTS, LEAF_SLOT, DictSlot
 from .._fingerprint.kind import LEAF_TYPES, MISSING
 from .._fingerprint.rebuild import RebuildMismatch
+from .._markers import sentinel
 
 _FAIL = "return _call(fn, opts, *args, **kwargs)"
 _PROLOGUE = [
@@ -63,14 +64,17 @@ def install(record, code, records, general, plainly) -> None:
 
 def _native(record, code, general, plainly):
     """The C accelerator's call function for ``record``, where it is built
-    and every check of the record is one it makes: an identity test, or an
-    array of a lifted type (no nested functions, containers or objects,
-    which number what they meet). None otherwise."""
-    if native.NATIVE is None or record.nested:
+    and every check of the record is one it makes: an identity test, an
+    array of a lifted type, or a dict of such (a params dict), nested (no
+    nested functions, lists, tuples or objects). None otherwise."""
+    if native.NATIVE is None:
         return None
-    slots = [s for _, s in record.globals] + list(record.cells)
-    if any(s is not LEAF_SLOT and type(s) in CHECKED_SLOTS for s in slots):
+    try:
+        gslots = tuple(_spec(s) for _, s in record.globals)
+        cslots = tuple(_spec(s) for s in record.cells)
+    except _NotNative:
         return None
+    n_leaves, n_dicts = _count(gslots + cslots)
     return native.NATIVE.Guard(
         code=code,
         g_id=record.g_id,
@@ -80,16 +84,49 @@ def _native(record, code, general, plainly):
         defaults=record.defaults,
         kwdefaults=record.kwdefaults,
         names=tuple(name for name, _ in record.globals),
-        gslots=tuple(s for _, s in record.globals),
-        cslots=tuple(record.cells),
+        gslots=gslots,
+        cslots=cslots,
         leaf_slot=LEAF_SLOT,
         leaf_types=LEAF_TYPES,
         missing=MISSING,
+        dict_mark=_DICT_MARK,
         entries=record.entries,
         general=general,
         plainly=plainly,
         mismatch=RebuildMismatch,
+        max_leaves=n_leaves,
+        max_dicts=n_dicts,
     )
+
+
+_DICT_MARK = sentinel("a dict's slot, for the accelerator")
+
+
+class _NotNative(Exception):
+    """A slot the accelerator does not check."""
+
+
+def _spec(slot):
+    """``slot`` as the accelerator's Guard reads it: the very slot (an
+    identity test, or LEAF_SLOT), or for a dict ``(_DICT_MARK, keys, item
+    specs)``."""
+    if type(slot) is DictSlot:
+        return (_DICT_MARK, slot.keys, tuple(_spec(s) for s in slot.items))
+    if slot is not LEAF_SLOT and type(slot) in CHECKED_SLOTS:
+        raise _NotNative
+    return slot
+
+
+def _count(specs) -> tuple[int, int]:
+    """(arrays, dicts) that ``specs`` can take."""
+    leaves = dicts = 0
+    for s in specs:
+        if s is LEAF_SLOT:
+            leaves += 1
+        elif type(s) is tuple and len(s) == 3 and s[0] is _DICT_MARK:
+            inner = _count(s[2])
+            leaves, dicts = leaves + inner[0], dicts + 1 + inner[1]
+    return leaves, dicts
 
 
 def _compiled(record, code, general, plainly):

@@ -194,6 +194,11 @@ FLAKY: dict[str, dict[str, str]] = {
             "test seeds, and compares an analytic KL with a Monte Carlo estimate at rtol 0.05: "
             "run alone, stock, six times, 1 to 7 of its 15 cases failed each time"
         ),
+        "test/test_distributions.py::test_composed_transform_1[": (
+            "draws its input from NumPy's global random state, which no test seeds, and "
+            "compares two float32 computations of a log-determinant at assert_allclose's "
+            "default rtol of 1e-7: run alone, stock, eight times, batch_shape1 failed in four"
+        ),
     },
 }
 

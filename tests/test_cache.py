@@ -106,19 +106,43 @@ def _adder(traces, k):
     return stable_jit(inner)
 
 
+def _used_twice(make, k):
+    """A variant called by two functions of one code: reused, off probation."""
+    make(k)(jnp.zeros(1))
+    make(k)(jnp.zeros(1))
+
+
 def test_cache_is_bounded_and_least_recently_used_is_evicted(traces):
     stablejit.config.cache_size = 3
 
     make = functools.partial(_adder, traces)
 
     for k in range(5):
-        make(k)(jnp.zeros(1))
+        _used_twice(make, k)
     assert _cache.num_entries() == 3
     assert traces.n == 5
     make(4)(jnp.zeros(1))  # most recent: still cached
     assert traces.n == 5
     np.testing.assert_array_equal(make(0)(jnp.zeros(1)), [0.0])  # evicted: traced again
     assert traces.n == 6
+
+
+def test_variants_never_used_again_are_held_to_a_quarter_of_the_bound(traces):
+    stablejit.config.cache_size = 8
+    make = functools.partial(_adder, traces)
+    for k in range(4):  # reused by a second closure each
+        _used_twice(make, k)
+    for k in range(4, 10):  # made once, their closures gone
+        make(k)(jnp.zeros(1))
+    assert traces.n == 10
+    # The reused four, two of the others (a quarter of 8) and the newest, made
+    # since the last eviction.
+    assert _cache.num_entries() == 4 + 2 + 1
+    for k in (0, 1, 2, 3, 7, 8, 9):
+        make(k)(jnp.zeros(1))
+    assert traces.n == 10
+    make(4)(jnp.zeros(1))
+    assert traces.n == 11
 
 
 def test_the_bound_counts_executables_so_an_entry_compiled_for_many_shapes_weighs_more(traces):
@@ -159,7 +183,8 @@ def test_a_live_function_keeps_its_variants_past_the_bound_as_jax_jit_does(trace
 
 def test_shrinking_the_cache_evicts_immediately():
     for k in range(4):
-        stable_jit(lambda x, k=k: x + k)(jnp.zeros(1))
+        for _ in range(2):
+            stable_jit(lambda x, k=k: x + k)(jnp.zeros(1))
     assert _cache.num_entries() == 4
     stablejit.config.cache_size = 2
     assert _cache.num_entries() == 2
@@ -171,15 +196,16 @@ def test_a_hit_makes_an_entry_recently_used(traces):
     make = functools.partial(_adder, traces)
 
     for k in (0, 1, 2):
-        make(k)(jnp.zeros(1))
-    make(0)(jnp.zeros(1))  # hit: 0 is now the most recently used
-    make(3)(jnp.zeros(1))  # evicts 1, the least recently used
-    assert traces.n == 4
-    make(0)(jnp.zeros(1))
-    make(2)(jnp.zeros(1))
-    assert traces.n == 4
-    make(1)(jnp.zeros(1))
+        _used_twice(make, k)
+    _used_twice(make, 3)  # evicts 0, the first made
+    make(1)(jnp.zeros(1))  # hit: 1 is now the most recently used
+    _used_twice(make, 4)  # evicts 2, the least recently used
     assert traces.n == 5
+    for k in (1, 3, 4):
+        make(k)(jnp.zeros(1))
+    assert traces.n == 5
+    make(2)(jnp.zeros(1))
+    assert traces.n == 6
 
 
 def test_deleted_namespaces_and_functions_are_freed():

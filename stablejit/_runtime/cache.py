@@ -19,10 +19,18 @@ So the bound is on what outlives its function. An entry whose function (or
 wrapper) is still alive is held as ``jax.jit`` holds that function's
 executables, neither counted nor evicted: a module-level function's variants
 are never compiled again because other code made many closures.
+
+And what outlives its function without being used again (a test's closure,
+never redefined) is held on probation: at most a quarter of the bound, least
+recently made first out. Held executables keep their jaxprs alive in JAX's own
+bounded caches, which eager operations share: a test suite's thousand
+one-off closures held to the full bound pushed those out, and numpyro's
+suite compiled 0.6 % more than under plain ``jax.jit``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
@@ -64,6 +72,7 @@ class Entry:
         "warnings",
         "callers",
         "owner",
+        "hits_at_death",
         "__weakref__",
     )
 
@@ -85,8 +94,10 @@ class Entry:
         # (see :mod:`.replay`): None until a trace warns.
         self.warnings: tuple = ()
         self.callers: weakref.WeakSet | None = None
-        # The callable it was made for, weakly: alive, it pins the entry.
+        # The callable it was made for, weakly: alive, it pins the entry;
+        # gone, the hits then tell whether another has used it since.
         self.owner: weakref.ref | None = None
+        self.hits_at_death: int | None = None
 
 
 STATIC_SCALARS = Memo(4096)
@@ -137,9 +148,15 @@ def set_owner(entry: Entry, fn) -> None:
     if it can be referenced weakly; a first owner stays."""
     if entry.owner is None:
         try:
-            entry.owner = weakref.ref(fn)
+            entry.owner = weakref.ref(fn, functools.partial(_orphaned, weakref.ref(entry)))
         except TypeError:
             pass
+
+
+def _orphaned(entry_ref, _) -> None:
+    entry = entry_ref()
+    if entry is not None:
+        entry.hits_at_death = entry.hits
 
 
 def _weight(entry: Entry) -> int:
@@ -152,10 +169,16 @@ def _pinned(entry: Entry) -> bool:
     return owner is not None and owner() is not None
 
 
+def _on_probation(entry: Entry) -> bool:
+    """Whether ``entry``'s function is gone and nothing has used it since."""
+    return entry.hits_at_death == entry.hits and not _pinned(entry)
+
+
 def _evict_locked(size: int, keep: Entry | None = None) -> None:
     """Drops the least recently used entries whose functions are gone,
-    never ``keep`` (the entry just created), while those hold more than
-    ``size`` executables.
+    never ``keep`` (the entry just created), while those on probation hold
+    more than a quarter of ``size`` executables or all of them more than
+    ``size``.
 
     Recency is read off the hit counters, so a hit pays for nothing else: an
     entry hit since the previous eviction counts as used now (the CLOCK
@@ -163,16 +186,25 @@ def _evict_locked(size: int, keep: Entry | None = None) -> None:
     """
     loose = [e for e in ENTRIES if not _pinned(e)]
     held = sum(map(_weight, loose))
-    if held <= size:
+    idle = [e for e in loose if _on_probation(e)]
+    held_idle, idle_size = sum(map(_weight, idle)), max(1, size // 4)
+    if held <= size and held_idle <= idle_size:
         return
     for e in loose:
         if e.hits != e.hits_then:
             e.hits_then = e.hits
             e.last_used = next(CLOCK)
+    for e in sorted(idle, key=lambda e: e.last_used):
+        if held_idle <= idle_size:
+            break
+        if e is not keep:
+            held_idle -= _weight(e)
+            held -= _weight(e)
+            _drop_locked(e, evicted=True)
     for e in sorted(loose, key=lambda e: e.last_used):
         if held <= size:
             break
-        if e is not keep:
+        if e is not keep and e in ENTRIES:
             held -= _weight(e)
             _drop_locked(e, evicted=True)
 

@@ -1,7 +1,9 @@
 """Warnings issued at trace time are seen as under jax.jit, which traces every
 new function object: a cache hit by a new function shows them again."""
 
+import sys
 import threading
+import types
 import warnings
 
 import _helpers
@@ -122,3 +124,27 @@ def test_recording_leaves_the_warnings_module_as_it_found_it():
     before = warnings._showwarnmsg
     _shown(lambda: _model(stablejit.stable_jit, [1, 2, 3])(jnp.ones(3)))
     assert warnings._showwarnmsg is before
+
+
+def test_a_replay_looks_past_odd_entries_of_sys_modules(monkeypatch):
+    class Lazy(types.ModuleType):
+        def __getattr__(self, name):
+            raise RuntimeError(f"a lazy module imported {name}")
+
+    monkeypatch.setitem(sys.modules, "_stablejit_test_lazy", Lazy("_stablejit_test_lazy"))
+    monkeypatch.setitem(sys.modules, "_stablejit_test_object", object())
+    # Issued from a file no module was loaded from: every entry is looked at.
+    source = "def check():\n    warnings.warn('from no module', UserWarning, stacklevel=1)\n"
+    namespace = {"warnings": warnings}
+    exec(compile(source, "<no module>", "exec"), namespace)  # noqa: S102
+    check = namespace["check"]
+
+    def make():
+        def f(y):
+            check()
+            return y + 1
+
+        return stablejit.stable_jit(f)
+
+    assert _shown(lambda: make()(jnp.ones(3))) == ["from no module"]
+    assert _shown(lambda: make()(jnp.ones(3))) == ["from no module"]

@@ -111,37 +111,42 @@ def emit(messages: tuple) -> None:
     """Shows ``messages`` again, each as if issued anew where it first was."""
     for m in messages:
         module_globals = _globals_of(m.filename)
-        if module_globals is None:
-            registry, module = None, None
-        else:
-            registry = module_globals.setdefault("__warningregistry__", {})
-            module = module_globals.get("__name__")
+        where = {}
+        if module_globals is not None:
+            where["registry"] = module_globals.setdefault("__warningregistry__", {})
+            where["module_globals"] = module_globals
+            if type(module_globals.get("__name__")) is str:
+                where["module"] = module_globals["__name__"]
+        # (Without a module, warn_explicit names one after the file, as a
+        # warning issued there would be: an explicit None matches no filter.)
         warnings.warn_explicit(
-            m.message,
-            m.category,
-            m.filename,
-            m.lineno,
-            module=module,
-            registry=registry,
-            module_globals=module_globals,
-            source=m.source,
+            m.message, m.category, m.filename, m.lineno, source=m.source, **where
         )
 
 
-_MODULES: dict[str, str] = {}  # file name → the name of the module loaded from it
+_MODULES: dict[str, str] = {}  # file name → the sys.modules key of what was loaded from it
 
 
 def _globals_of(filename: str):
     """The globals of the module loaded from ``filename`` (whose warning
     registry a warning issued there uses), or None."""
     name = _MODULES.get(filename)
-    module = sys.modules.get(name) if name is not None else None
-    if module is None or getattr(module, "__file__", None) != filename:
-        module = next(
-            (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename),
-            None,
-        )
-        if module is None:
-            return None
-        _MODULES[filename] = module.__name__
-    return vars(module)
+    namespace = _namespace(sys.modules.get(name)) if name is not None else None
+    if namespace is None or namespace.get("__file__") != filename:
+        for key, module in list(sys.modules.items()):
+            namespace = _namespace(module)
+            if namespace is not None and namespace.get("__file__") == filename:
+                _MODULES[filename] = key
+                return namespace
+        return None
+    return namespace
+
+
+def _namespace(module) -> dict | None:
+    # Read directly: sys.modules may hold objects other than modules, and a
+    # lazy module's __getattr__ runs code for a missing name.
+    try:
+        namespace = object.__getattribute__(module, "__dict__")
+    except Exception:  # noqa: BLE001 (whatever it is, it is not the module)
+        return None
+    return namespace if type(namespace) is dict else None

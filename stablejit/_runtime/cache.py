@@ -170,8 +170,9 @@ def _pinned(entry: Entry) -> bool:
 
 
 def _on_probation(entry: Entry) -> bool:
-    """Whether ``entry``'s function is gone and nothing has used it since."""
-    return entry.hits_at_death == entry.hits and not _pinned(entry)
+    """Whether nothing has used ``entry`` since its function died (of an
+    entry not pinned: the death noted is its owner's last)."""
+    return entry.hits_at_death == entry.hits
 
 
 def _evict_locked(size: int, keep: Entry | None = None) -> None:

@@ -4,7 +4,7 @@ The package's layers, bottom to top (imports only ever point down):
 
 - ``_markers.py``, ``_registry.py``, ``_originals.py``, ``_config.py``,
   ``_native.py``: key markers, the registry of memos, the real
-  ``jax.jit``/``lax``, settings, the optional C accelerator (``_speedups.c``).
+  ``jax.jit``/``lax``, settings, the optional C accelerator (``_speedups_c/``).
 - ``_fingerprint/``: callable → (static key, leaves), and back at trace time.
 - ``_diagnostics/``: counters, descriptions of keys, retrace explanations.
 - ``_runtime/``: options, the cache, canonical functions, persistence, ``stable_jit``.

@@ -1,4 +1,4 @@
-"""The optional C accelerator (``stablejit/_speedups.c``), if it was built.
+"""The optional C accelerator (``stablejit/_speedups_c/``), if it was built.
 
 ``NATIVE`` is the extension module, or None: not compiled (no compiler where
 stablejit was installed), ``$STABLEJIT_PURE_PYTHON=1``, or a free-threaded

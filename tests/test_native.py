@@ -1,6 +1,6 @@
 """The optional C accelerator: built where a compiler is, and switched off by one variable.
 
-``stablejit/_speedups.c`` gives a redefined closure whose checks are all identity tests a call
+``stablejit/_speedups_c/`` gives a redefined closure whose checks are all identity tests a call
 function with no Python frame; everything else (and every install without a compiler) runs
 the same checks as generated Python. The behaviour is tested both ways: the fast-path tests
 run each record natively and as Python (the ``record_checks`` fixture), and ``.ci/matrix``

@@ -1,0 +1,63 @@
+/* The module stablejit._speedups: its shared state, functions and init. */
+#include "speedups.h"
+
+THREAD_LOCAL PyObject *sj_current_fn = NULL;
+THREAD_LOCAL PyObject *sj_current_frame = NULL;
+PyObject *sj_str_ready, *sj_str_hits, *sj_str_sinks, *sj_str_fast, *sj_str_call, *sj_str_dict,
+    *sj_one;
+
+static PyObject *
+current(PyObject *module, PyObject *unused)
+{
+    if (sj_current_fn == NULL)
+        return Py_BuildValue("(OO)", Py_None, Py_None);
+    return Py_BuildValue("(OO)", sj_current_fn, sj_current_frame ? sj_current_frame : Py_None);
+}
+
+static PyMethodDef methods[] = {
+    {"current", current, METH_NOARGS,
+     "(function, frame): what the innermost Guard running on this thread is calling, and "
+     "the Python frame that called it; (None, None) if none is."},
+    {"objects_fit", (PyCFunction)(void (*)(void))sj_objects_fit, METH_FASTCALL,
+     "objects_fit(objs, types, sizes, names, values, sinks, seen): the guards' "
+     "_Objects.fit past its check of kinds (True, False or None), in one C pass."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "stablejit._speedups",
+    "stablejit's optional C accelerator (see stablejit/_speedups_c/README.md).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    sj_str_ready = PyUnicode_InternFromString("ready");
+    sj_str_hits = PyUnicode_InternFromString("hits");
+    sj_str_sinks = PyUnicode_InternFromString("SINKS");
+    sj_str_fast = PyUnicode_InternFromString("fast");
+    sj_str_call = PyUnicode_InternFromString("call");
+    sj_str_dict = PyUnicode_InternFromString("__dict__");
+    sj_one = PyLong_FromLong(1);
+    if (sj_str_ready == NULL || sj_str_hits == NULL || sj_str_sinks == NULL || sj_one == NULL ||
+        sj_str_fast == NULL || sj_str_call == NULL || sj_str_dict == NULL)
+        return NULL;
+    if (PyType_Ready(&sj_GuardType) < 0 || PyType_Ready(&sj_MakerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&sj_GuardType);
+    if (PyModule_AddObject(m, "Guard", (PyObject *)&sj_GuardType) < 0) {
+        Py_DECREF(&sj_GuardType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&sj_MakerType);
+    if (PyModule_AddObject(m, "Maker", (PyObject *)&sj_MakerType) < 0) {
+        Py_DECREF(&sj_MakerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

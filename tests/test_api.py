@@ -292,8 +292,9 @@ def test_keyword_arguments_named_like_stablejits_own_parameters_reach_the_functi
 
 
 def test_a_partial_of_a_stable_jit_function_keeps_it_whole():
-    # StableJitted is itself a functools.partial; a partial made of it must hold it
-    # (not be flattened into stablejit's call function), for code that reads .func.
+    # On the pure path StableJitted is itself a functools.partial; a partial made of it
+    # must hold it (not be flattened into stablejit's call function), for code that
+    # reads .func.
     def scale(x, y):
         return x * y
 

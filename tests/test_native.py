@@ -7,6 +7,7 @@ run each record natively and as Python (the ``record_checks`` fixture), and ``.c
 runs them again with ``STABLEJIT_PURE_PYTHON=1``.
 """
 
+import collections
 import os
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def test_a_native_call_function_hands_what_it_does_not_vouch_for_to_the_general_
         jitted, f = make(1.5, w)
     else:
         jitted, f = make(1.5, w)
-    assert type(jitted.func) is native.NATIVE.Guard
+    assert type(jitted._call) is native.NATIVE.Guard
     if change == "defaults":
         k = 3
         f.__defaults__ = (k,)
@@ -126,7 +127,7 @@ def test_a_closure_over_a_params_dict_gets_a_native_call_function_that_sees_ever
     params = _params(3)
     for _ in range(6):
         np.testing.assert_allclose(make(params)(x), x + _total(params))
-    assert type(make(params).func) is native.NATIVE.Guard
+    assert type(make(params)._call) is native.NATIVE.Guard
     n = len(_TRACED)
 
     def check(p, traced, guarded=True):
@@ -134,7 +135,7 @@ def test_a_closure_over_a_params_dict_gets_a_native_call_function_that_sees_ever
         for _ in range(4):
             np.testing.assert_allclose(make(p)(x), x + _total(p))
         assert len(_TRACED) - n == traced, p.keys()
-        assert (type(make(p).func) is native.NATIVE.Guard) is guarded
+        assert (type(make(p)._call) is native.NATIVE.Guard) is guarded
         n = len(_TRACED)
 
     check(_params(3, scale=2.0), 0)  # new arrays, same structure: passed in
@@ -149,6 +150,105 @@ def test_a_closure_over_a_params_dict_gets_a_native_call_function_that_sees_ever
     params["layer1"]["w4"] = params["layer1"].pop("w3")  # as many keys, one renamed
     check(params, 1)
     params["layer2"] = params["layer0"]  # one dict twice: a back reference
-    check(params, 1, guarded=False)  # (which the accelerator does not check)
+    check(params, 1)  # (which the accelerator checks too)
     params["layer2"] = {"w0": 1.0, "w1": jnp.ones(2), "w2": jnp.ones(2)}  # a float for an array
     check(params, 1)
+
+
+class _Config:
+    """A plain object (an HF logits processor's kind): checked through its ``__dict__``."""
+
+    def __init__(self, scale):
+        self.scale = scale
+        self.name = "config"
+
+
+_Pair = collections.namedtuple("_Pair", "w scale")
+
+
+def _scaler(scale):
+    def scaled(x):
+        return x * scale
+
+    return scaled
+
+
+def _shared(w):
+    layer = {"w": w}
+    return [layer, layer]  # one dict twice: a back reference
+
+
+# kind -> (how the closure uses its value, the value seen first, [(the next value, traces,
+# eager)]): each value is checked against the record of the one before it.
+_NESTED = {
+    "nested function": (
+        lambda v, x: v(x),
+        lambda: _scaler(2.0),
+        [
+            (lambda: _scaler(2.0), 0, lambda x: x * 2.0),
+            (lambda: _scaler(float("2.0")), 0, lambda x: x * 2.0),  # equal, another object
+            (lambda: _scaler(-2.0), 1, lambda x: x * -2.0),
+            (lambda: _scaler(2), 1, lambda x: x * 2),  # an int: another key
+        ],
+    ),
+    "namedtuple": (
+        lambda v, x: x * v.w + v.scale,
+        lambda: _Pair(jnp.ones(2), 2.0),
+        [
+            (lambda: _Pair(3 * jnp.ones(2), 2.0), 0, lambda x: x * 3.0 + 2.0),
+            (lambda: _Pair(jnp.ones(2), 5.0), 1, lambda x: x + 5.0),
+        ],
+    ),
+    "list": (
+        lambda v, x: x * v[0] + 1 / jnp.asarray(v[1]),
+        lambda: [jnp.ones(2), 0.0],
+        [
+            (lambda: [3 * jnp.ones(2), 0.0], 0, lambda x: x * 3.0 + np.inf),
+            (lambda: [jnp.ones(2), -0.0], 1, lambda x: x - np.inf),  # -0.0 is not 0.0
+            (lambda: [jnp.ones(2), 2.0], 1, lambda x: x + 0.5),
+        ],
+    ),
+    "object": (
+        lambda v, x: x * v.scale,
+        lambda: _Config(2.0),
+        [
+            (lambda: _Config(2.0), 0, lambda x: x * 2.0),
+            (lambda: _Config(4.0), 1, lambda x: x * 4.0),
+        ],
+    ),
+    "back reference": (
+        lambda v, x: x * v[0]["w"] + v[1]["w"],
+        lambda: _shared(jnp.ones(2)),
+        [
+            (lambda: _shared(3 * jnp.ones(2)), 0, lambda x: x * 3.0 + 3.0),
+            (lambda: [{"w": jnp.ones(2)}, {"w": 5 * jnp.ones(2)}], 1, lambda x: x + 5.0),
+        ],
+    ),
+}
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="the C accelerator is not built")
+@pytest.mark.parametrize("kind", sorted(_NESTED))
+def test_a_native_call_function_checks_nested_functions_containers_and_objects(kind, monkeypatch):
+    # Each record gets its call function at its first hit.
+    monkeypatch.setattr("stablejit._fingerprint.fastpath.COMPILE_AFTER", 1)
+    use, first, changes = _NESTED[kind]
+
+    def make(value):
+        def f(x):
+            _TRACED.append(None)
+            return use(value, x)
+
+        return stable_jit(f)
+
+    x = jnp.ones(2)
+    for _ in range(3):
+        make(first())(x)
+    assert type(make(first())._call) is native.NATIVE.Guard
+    for again, traced, eager in changes:
+        n = len(_TRACED)
+        for _ in range(5):  # a new structure's record gets its call function after a few hits
+            jitted = make(again())
+            np.testing.assert_array_equal(jitted(x), eager(x))
+        assert len(_TRACED) - n == traced, (kind, eager)
+        assert type(jitted._call) is native.NATIVE.Guard

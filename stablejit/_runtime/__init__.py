@@ -9,6 +9,7 @@
 - ``persist.py``: executables kept on disk across processes.
 - ``miss.py``: a miss: a new entry, or a fallback (static scalars, baked arrays, plain jit).
 - ``hot.py``: a redefined closure's own call function, its record's checks written in.
-- ``jitted.py``: ``StableJitted`` (a partial of a call function) and the general call path.
+- ``calls.py``: the general call functions (a hit, a first call, a trace's fallback).
+- ``jitted.py``: ``StableJitted``, a call function with its callable and options, and its methods.
 - ``api.py``: ``stable_jit`` itself, typed.
 """

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._fingerprint.code import INFO as CODE_INFO
 from .._native import NATIVE
-from .jitted import StableJitted, check_callable, fast_call, made, partial_of, wrap
+from .jitted import StableJitted, check_callable, fast_call, jitted_of, made, wrap
 from .options import DEFAULT_OPTIONS, options_of, signature
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def _made_fast_python(fun) -> StableJitted | None:
     call function (the common case of ``stable_jit(fun)``, on every call of
     a function that defines its jitted function inside), else None."""
     call = fast_call(fun)
-    return None if call is None else partial_of(call, fun, DEFAULT_OPTIONS)
+    return None if call is None else jitted_of(call, fun, DEFAULT_OPTIONS)
 
 
 _made_fast = (

@@ -2,7 +2,7 @@
 
 A ``StableJitted`` is a ``functools.partial`` of a call function, so a call
 reaches it with no Python frame of the wrapper's own. The general one
-(``jitted._call``) looks up the code's fast-path record and calls its
+(``calls.call``) looks up the code's fast-path record and calls its
 ``match``; once that record's checks are compiled, the record gets a call
 function of its own, which ``stable_jit`` hands to the partials it makes
 for that code from then on: the entry lookup, the checks and JAX's dispatch
@@ -16,8 +16,18 @@ from __future__ import annotations
 from .. import _native as native
 from .._fingerprint import sinks
 from .._fingerprint.checker import compile_call
-from .._fingerprint.guards import CHECKED_SLOTS, LEAF_SLOT, DictSlot
-from .._fingerprint.kind import LEAF_TYPES, MISSING
+from .._fingerprint.guards import (
+    CHECKED_SLOTS,
+    LEAF_SLOT,
+    DictSlot,
+    FunctionSlot,
+    LiftedSlot,
+    ListSlot,
+    ObjectSlot,
+    RefSlot,
+    TupleSlot,
+)
+from .._fingerprint.kind import LEAF_TYPES, MISSING, TABLE
 from .._fingerprint.rebuild import RebuildMismatch
 from .._markers import sentinel
 
@@ -64,69 +74,119 @@ def install(record, code, records, general, plainly) -> None:
 
 def _native(record, code, general, plainly):
     """The C accelerator's call function for ``record``, where it is built
-    and every check of the record is one it makes: an identity test, an
-    array of a lifted type, or a dict of such (a params dict), nested (no
-    nested functions, lists, tuples or objects). None otherwise."""
+    and every check of the record is one it makes: every slot of
+    :mod:`..._fingerprint.guards` but a NumPy constant's, nested functions,
+    containers and objects included. None otherwise."""
     if native.NATIVE is None:
         return None
     try:
-        gslots = tuple(_spec(s) for _, s in record.globals)
-        cslots = tuple(_spec(s) for s in record.cells)
+        top = _function_spec(code, record, record.sinks, 0)
     except _NotNative:
         return None
-    n_leaves, n_dicts = _count(gslots + cslots)
+    n_leaves, n_met = _count(top)
     return native.NATIVE.Guard(
-        code=code,
-        g_id=record.g_id,
-        b_id=record.b_id,
+        top=top,
         sinks_ns=vars(sinks),
         sinks=record.sinks,
-        defaults=record.defaults,
-        kwdefaults=record.kwdefaults,
-        names=tuple(name for name, _ in record.globals),
-        gslots=gslots,
-        cslots=cslots,
         leaf_slot=LEAF_SLOT,
         leaf_types=LEAF_TYPES,
         missing=MISSING,
-        dict_mark=_DICT_MARK,
+        marks=_MARKS,
+        table=TABLE,
         entries=record.entries,
         general=general,
         plainly=plainly,
         mismatch=RebuildMismatch,
         max_leaves=n_leaves,
-        max_dicts=n_dicts,
+        max_met=n_met + 1,  # and the function itself, numbered first
     )
 
 
-_DICT_MARK = sentinel("a dict's slot, for the accelerator")
+# The accelerator's slots are tuples led by one of these, in the order of
+# its guard.h (MARK_FUNCTION, MARK_DICT, ...).
+_FUNCTION, _DICT, _TUPLE, _LIST, _REF, _OBJECT, _LIFTED = _MARKS = tuple(
+    sentinel(f"the accelerator's {name} slot")
+    for name in ("function", "dict", "tuple", "list", "back reference", "object", "lifted")
+)
+_MARK_TYPE = type(_FUNCTION)
+_MAX_DEPTH = 64
 
 
 class _NotNative(Exception):
     """A slot the accelerator does not check."""
 
 
-def _spec(slot):
-    """``slot`` as the accelerator's Guard reads it: the very slot (an
-    identity test, or LEAF_SLOT), or for a dict ``(_DICT_MARK, keys, item
-    specs)``."""
-    if type(slot) is DictSlot:
-        return (_DICT_MARK, slot.keys, tuple(_spec(s) for s in slot.items))
-    if slot is not LEAF_SLOT and type(slot) in CHECKED_SLOTS:
-        raise _NotNative
-    return slot
+def _function_spec(code, record, top_sinks, depth):
+    """``record``'s checks of a function of ``code`` (the very code, or a
+    weakref to it) as the accelerator reads them."""
+    if record.sinks is not top_sinks or depth > _MAX_DEPTH:
+        raise _NotNative  # (a nested record of other side channels never fits)
+    return (
+        _FUNCTION,
+        code,
+        record.g_id,
+        record.b_id,
+        record.defaults,
+        record.kwdefaults,
+        tuple(name for name, _ in record.globals),
+        tuple(_spec(s, top_sinks, depth) for _, s in record.globals),
+        tuple(_spec(s, top_sinks, depth) for s in record.cells),
+    )
 
 
-def _count(specs) -> tuple[int, int]:
-    """(arrays, dicts) that ``specs`` can take."""
-    leaves = dicts = 0
-    for s in specs:
-        if s is LEAF_SLOT:
-            leaves += 1
-        elif type(s) is tuple and len(s) == 3 and s[0] is _DICT_MARK:
-            inner = _count(s[2])
-            leaves, dicts = leaves + inner[0], dicts + 1 + inner[1]
-    return leaves, dicts
+def _spec(slot, top_sinks, depth):
+    """``slot`` as the accelerator reads it: the very slot (an identity or
+    atom, or LEAF_SLOT), else a tuple led by its mark."""
+    t = type(slot)
+    if t not in CHECKED_SLOTS:
+        return slot
+
+    def items(slots):
+        return tuple(_spec(s, top_sinks, depth + 1) for s in slots)
+
+    if t is FunctionSlot:
+        return _function_spec(slot.code, slot.record, top_sinks, depth + 1)
+    if t is DictSlot:
+        return (_DICT, slot.keys, items(slot.items))
+    if t is TupleSlot and _plain_tuple(slot.type):
+        return (_TUPLE, slot.type, items(slot.items))
+    if t is ListSlot:
+        return (_LIST, items(slot.items))
+    if t is RefSlot:
+        return (_REF, slot.n)
+    if t is ObjectSlot:
+        return (_OBJECT, slot.cls, slot.kind, _spec(slot.state, top_sinks, depth + 1))
+    if t is LiftedSlot:
+        return (_LIFTED, slot.type)
+    raise _NotNative  # a NumPy constant, compared by contents
+
+
+def _plain_tuple(tp) -> bool:
+    """Whether the accelerator may read ``tp``'s items as a tuple's (a
+    NamedTuple's are; a class that iterates otherwise is left to Python)."""
+    return tp.__iter__ is tuple.__iter__ and tp.__len__ is tuple.__len__
+
+
+def _count(spec) -> tuple[int, int]:
+    """(arrays, numbered objects) that ``spec`` can take."""
+    if type(spec) is not tuple or not spec or type(spec[0]) is not _MARK_TYPE:
+        return (1, 0) if spec is LEAF_SLOT else (0, 0)
+    mark = spec[0]
+    if mark is _LIFTED:
+        return 1, 0
+    if mark is _REF:
+        return 0, 0
+    if mark is _FUNCTION:
+        inner, numbered = spec[7] + spec[8], 1
+    elif mark is _OBJECT:
+        inner, numbered = (spec[3],), 1
+    else:  # dict, list: numbered; tuple: not
+        inner, numbered = spec[-1], mark is not _TUPLE
+    leaves, met = 0, int(numbered)
+    for s in inner:
+        n_leaves, n_met = _count(s)
+        leaves, met = leaves + n_leaves, met + n_met
+    return leaves, met
 
 
 def _compiled(record, code, general, plainly):

@@ -2,12 +2,12 @@
 #include "speedups.h"
 
 /* Maker: stable_jit(fun)'s common case, a function whose code's fast path
- * has a call function: the StableJitted partial of (call, fun, options). */
+ * has a call function: the StableJitted of (call, fun, options). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *info; /* dict: id(code) -> CodeInfo (whose .fast.call is read) */
-    PyObject *cls;  /* StableJitted */
+    PyObject *cls;  /* StableJitted (a subclass of Jitted) */
     PyObject *opts; /* the default options */
 } Maker;
 
@@ -41,19 +41,8 @@ maker_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
         return NULL;
     if (call == Py_None)
         return call;
-    PyObject *parts[3] = {call, fun, m->opts};
-    PyObject *made = PyObject_Vectorcall(m->cls, parts, 3, NULL);
+    PyObject *made = sj_jitted_new((PyTypeObject *)m->cls, call, fun, m->opts);
     Py_DECREF(call);
-    if (made == NULL)
-        return NULL;
-    /* A partial without a __dict__ of its own is unwrapped by a partial
-     * made of it (see the runtime's jitted.partial_of). */
-    PyObject *d = PyObject_GenericGetDict(made, NULL);
-    if (d == NULL) {
-        Py_DECREF(made);
-        return NULL;
-    }
-    Py_DECREF(d);
     return made;
 }
 
@@ -91,6 +80,10 @@ maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O", kwlist, &PyDict_Type, &info,
                                      &PyType_Type, &cls, &opts))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &sj_JittedType)) {
+        PyErr_SetString(PyExc_TypeError, "Maker: cls must be a subclass of Jitted");
+        return NULL;
+    }
     Maker *m = (Maker *)type->tp_alloc(type, 0);
     if (m == NULL)
         return NULL;

@@ -21,6 +21,9 @@ static PyMethodDef methods[] = {
     {"objects_fit", (PyCFunction)(void (*)(void))sj_objects_fit, METH_FASTCALL,
      "objects_fit(objs, types, sizes, names, values, sinks, seen): the guards' "
      "_Objects.fit past its check of kinds (True, False or None), in one C pass."},
+    {"enable_vectorcall", sj_enable_vectorcall, METH_O,
+     "enable_vectorcall(cls): a subclass of Jitted without a __call__ of its own is called "
+     "through Jitted's vectorcall (which Python gives only immutable classes before 3.12)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -42,22 +45,21 @@ PyInit__speedups(void)
     if (sj_str_ready == NULL || sj_str_hits == NULL || sj_str_sinks == NULL || sj_one == NULL ||
         sj_str_fast == NULL || sj_str_call == NULL || sj_str_dict == NULL)
         return NULL;
-    if (PyType_Ready(&sj_GuardType) < 0 || PyType_Ready(&sj_MakerType) < 0)
+    if (PyType_Ready(&sj_GuardType) < 0 || PyType_Ready(&sj_MakerType) < 0 ||
+        PyType_Ready(&sj_JittedType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&sj_GuardType);
-    if (PyModule_AddObject(m, "Guard", (PyObject *)&sj_GuardType) < 0) {
-        Py_DECREF(&sj_GuardType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&sj_MakerType);
-    if (PyModule_AddObject(m, "Maker", (PyObject *)&sj_MakerType) < 0) {
-        Py_DECREF(&sj_MakerType);
-        Py_DECREF(m);
-        return NULL;
+    PyTypeObject *types[] = {&sj_GuardType, &sj_MakerType, &sj_JittedType};
+    const char *names[] = {"Guard", "Maker", "Jitted"};
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

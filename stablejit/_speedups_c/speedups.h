@@ -6,6 +6,7 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <stddef.h>
+#include <structmember.h>
 
 #if defined(_MSC_VER)
 #define THREAD_LOCAL __declspec(thread)
@@ -23,8 +24,37 @@ extern THREAD_LOCAL PyObject *sj_current_frame;
 extern PyObject *sj_str_ready, *sj_str_hits, *sj_str_sinks, *sj_str_fast, *sj_str_call,
     *sj_str_dict, *sj_one;
 
-extern PyTypeObject sj_GuardType; /* guard.c */
-extern PyTypeObject sj_MakerType; /* maker.c */
+/* Arguments a call keeps on the C stack before it allocates. */
+#define SMALL_STACK 16
+
+extern PyTypeObject sj_GuardType;  /* guard.c */
+extern PyTypeObject sj_MakerType;  /* maker.c */
+extern PyTypeObject sj_JittedType; /* jitted.c */
+
+/* jitted.c: StableJitted's base, a call function with its fn and options. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *call; /* the call function: a Guard, or Python's call(fn, opts, *args, **kw) */
+    PyObject *fn;
+    PyObject *opts;
+    PyObject *dict;
+    PyObject *weakrefs;
+} Jitted;
+
+/* call(fn, opts, *args, **kwargs), args as a vectorcall's (kwnames' values after them). */
+PyObject *sj_call_with(PyObject *call, PyObject *fn, PyObject *opts, PyObject *const *args,
+                       Py_ssize_t nargs, PyObject *kwnames);
+
+/* A new instance of type (Jitted or a subclass) of call, fn and opts. */
+PyObject *sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts);
+
+/* enable_vectorcall(cls), a function of the module (see jitted.c). */
+PyObject *sj_enable_vectorcall(PyObject *module, PyObject *cls);
+
+/* guard.c: a Guard's call of fn with opts, as sj_call_with(guard, ...) would make it. */
+PyObject *sj_guard_call(PyObject *guard, PyObject *fn, PyObject *opts, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames);
 
 /* objects.c: the guards' _Objects.fit past its check of the classes' kinds. */
 PyObject *sj_objects_fit(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -1,0 +1,161 @@
+/* Jitted: the base of StableJitted where the accelerator is built (see README.md here).
+ *
+ * A call function with the function and options it is called with, as
+ * functools.partial(call, fn, opts) is on the pure path; but its call
+ * reaches a Guard with no argument tuples built, and making one costs one
+ * allocation (no argument tuple, no keywords dict).
+ */
+#include "speedups.h"
+
+PyObject *
+sj_call_with(PyObject *call, PyObject *fn, PyObject *opts, PyObject *const *args,
+             Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[SMALL_STACK], **stack = small;
+    if (total + 2 > SMALL_STACK) {
+        stack = PyMem_Malloc(sizeof(PyObject *) * (total + 2));
+        if (stack == NULL)
+            return PyErr_NoMemory();
+    }
+    stack[0] = fn;
+    stack[1] = opts;
+    for (Py_ssize_t i = 0; i < total; i++)
+        stack[i + 2] = args[i];
+    PyObject *result = PyObject_Vectorcall(call, stack, nargs + 2, kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return result;
+}
+
+static PyObject *
+jitted_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Jitted *j = (Jitted *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (Py_TYPE(j->call) == &sj_GuardType)
+        return sj_guard_call(j->call, j->fn, j->opts, args, nargs, kwnames);
+    return sj_call_with(j->call, j->fn, j->opts, args, nargs, kwnames);
+}
+
+/* tp_call, for a subclass that does not take the vectorcall flag (a mutable
+ * class before Python 3.12, unless enable_vectorcall gave it). */
+static PyObject *
+jitted_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static int
+jitted_traverse(Jitted *j, visitproc visit, void *arg)
+{
+    Py_VISIT(j->call);
+    Py_VISIT(j->fn);
+    Py_VISIT(j->opts);
+    Py_VISIT(j->dict);
+    return 0;
+}
+
+static int
+jitted_clear(Jitted *j)
+{
+    Py_CLEAR(j->call);
+    Py_CLEAR(j->fn);
+    Py_CLEAR(j->opts);
+    Py_CLEAR(j->dict);
+    return 0;
+}
+
+/* A subclass's instances hold their class: its own dealloc and traverse
+ * (Python's, for a class statement) see to that, then call these. */
+static void
+jitted_dealloc(Jitted *j)
+{
+    PyObject_GC_UnTrack(j);
+    if (j->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)j);
+    jitted_clear(j);
+    Py_TYPE(j)->tp_free((PyObject *)j);
+}
+
+PyObject *
+sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts)
+{
+    Jitted *j = (Jitted *)type->tp_alloc(type, 0);
+    if (j == NULL)
+        return NULL;
+    Py_INCREF(call);
+    Py_INCREF(fn);
+    Py_INCREF(opts);
+    j->call = call;
+    j->fn = fn;
+    j->opts = opts;
+    j->vectorcall = jitted_vectorcall;
+    return (PyObject *)j;
+}
+
+static PyObject *
+jitted_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *call, *fn, *opts;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) ||
+        !PyArg_UnpackTuple(args, type->tp_name, 3, 3, &call, &fn, &opts)) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s(call, fn, opts) takes no keywords", type->tp_name);
+        return NULL;
+    }
+    if (!PyCallable_Check(call)) {
+        PyErr_Format(PyExc_TypeError, "%s: call must be callable", type->tp_name);
+        return NULL;
+    }
+    return sj_jitted_new(type, call, fn, opts);
+}
+
+static PyMemberDef jitted_members[] = {
+    {"_call", T_OBJECT, offsetof(Jitted, call), READONLY, "the call function"},
+    {"_fun", T_OBJECT, offsetof(Jitted, fn), READONLY, "the function compiled"},
+    {"_opts", T_OBJECT, offsetof(Jitted, opts), READONLY, "its options"},
+    {NULL},
+};
+
+static PyGetSetDef jitted_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+PyTypeObject sj_JittedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stablejit._speedups.Jitted",
+    .tp_basicsize = sizeof(Jitted),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_BASETYPE,
+    .tp_vectorcall_offset = offsetof(Jitted, vectorcall),
+    .tp_call = jitted_call,
+    .tp_new = jitted_new,
+    .tp_traverse = (traverseproc)jitted_traverse,
+    .tp_clear = (inquiry)jitted_clear,
+    .tp_dealloc = (destructor)jitted_dealloc,
+    .tp_members = jitted_members,
+    .tp_getset = jitted_getset,
+    .tp_dictoffset = offsetof(Jitted, dict),
+    .tp_weaklistoffset = offsetof(Jitted, weakrefs),
+    .tp_doc = "Jitted(call, fn, opts): call(fn, opts, *args, **kwargs) when called.",
+};
+
+/* enable_vectorcall(cls): gives a subclass of Jitted that keeps its call (no
+ * __call__ of its own) the vectorcall flag, which Python before 3.12 gives
+ * only immutable classes; a class's later __call__ would not be seen, so
+ * this is for StableJitted, which has none. */
+PyObject *
+sj_enable_vectorcall(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &sj_JittedType) ||
+        ((PyTypeObject *)cls)->tp_call != jitted_call) {
+        PyErr_SetString(PyExc_TypeError,
+                        "enable_vectorcall: not a subclass of Jitted that keeps its call");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    type->tp_vectorcall_offset = offsetof(Jitted, vectorcall);
+    type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+    Py_RETURN_NONE;
+}

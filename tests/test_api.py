@@ -3,6 +3,7 @@
 import functools
 import inspect
 import logging
+import pickle
 
 import jax
 import jax.numpy as jnp
@@ -304,3 +305,43 @@ def test_a_partial_of_a_stable_jit_function_keeps_it_whole():
         assert bound.func is jitted
         np.testing.assert_allclose(bound(jnp.ones(2)), jnp.full(2, 3.0))
     assert inspect.signature(jitted) == inspect.signature(scale)
+
+
+def test_stable_jit_itself_behaves_as_the_function_it_stands_for():
+    # With the C accelerator, stable_jit is a C object that makes its common call without a
+    # Python frame: it must still pickle, bind, unwrap and document as a function does.
+    assert pickle.loads(pickle.dumps(stable_jit)) is stable_jit
+    assert inspect.unwrap(stable_jit) is stable_jit
+    assert list(inspect.signature(stable_jit).parameters)[:2] == ["fun", "in_shardings"]
+    assert stable_jit.__name__ == "stable_jit"
+    assert stable_jit.__doc__.startswith("``jax.jit`` whose cache survives")
+
+    class Holder:
+        jit = stable_jit  # a class attribute binds, as a function's would
+
+    holder = Holder()
+    assert holder.jit.__self__ is holder and Holder.jit is stable_jit
+
+
+def test_a_closure_that_calls_stable_jit_keeps_its_fast_path():
+    # stable_jit is keyed by identity wherever a function reads it (it is one object for the
+    # process), so a function that jits another keeps a fast-path record.
+    def helper_of(w):
+        def helper(x):
+            return x * w
+
+        return helper
+
+    def outer_of(w):
+        def outer(x):
+            return stable_jit(helper_of(w))(x)
+
+        return stable_jit(outer)
+
+    w, x = jnp.full(2, 3.0), jnp.ones(2)
+    for _ in range(8):
+        np.testing.assert_allclose(outer_of(w)(x), x * w)
+    from stablejit._fingerprint.code import code_info
+
+    jitted = outer_of(w)
+    assert code_info(jitted.__wrapped__.__code__).fast.front is not None

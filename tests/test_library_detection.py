@@ -92,4 +92,4 @@ def test_stablejit_itself_is_library_code_wherever_it_lies():
     # code, but stablejit's own functions and memo tables are machinery.
     assert is_library_file(stablejit.__file__)
     assert is_library_file(code_module.__file__)
-    assert code_info(stablejit.stable_jit.__code__).library
+    assert code_info(stablejit.while_loop.__code__).library

@@ -20,6 +20,7 @@ import numpy as np
 from jax import core as _core
 from jax.extend import core as _ext_core
 
+from .. import _native
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
 from .containers import Dict, List, Pytree, Set, Tuple, is_pytree_node
@@ -69,6 +70,11 @@ for _cls, _kind in {
     Sentinel: IDENTITY,
 }.items():
     register_kind(_cls, _kind)
+if _native.NATIVE is not None:
+    # stable_jit itself, where the accelerator makes it a C object (its
+    # Front): one for the process, immutable, read by the functions that
+    # call it.
+    register_kind(_native.NATIVE.Front, IDENTITY)
 
 ARRAY_BASES = (jax.Array, np.ndarray, _core.Tracer)
 _IDENTITY_BASES = (

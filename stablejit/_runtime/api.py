@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._fingerprint.code import INFO as CODE_INFO
+from .._fingerprint.code import CodeInfo, FastRecords
 from .._native import NATIVE
 from .jitted import StableJitted, check_callable, fast_call, jitted_of, made, wrap
 from .options import DEFAULT_OPTIONS, options_of, signature
@@ -20,7 +21,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _made_fast_python(fun) -> StableJitted | None:
+def _made_fast(fun) -> StableJitted | None:
     """``made(fun, DEFAULT_OPTIONS)`` if ``fun`` is a function whose code has a
     call function (the common case of ``stable_jit(fun)``, on every call of
     a function that defines its jitted function inside), else None."""
@@ -28,12 +29,30 @@ def _made_fast_python(fun) -> StableJitted | None:
     return None if call is None else jitted_of(call, fun, DEFAULT_OPTIONS)
 
 
-_made_fast = (
-    _made_fast_python
-    if NATIVE is None
-    else NATIVE.Maker(info=CODE_INFO, cls=StableJitted, opts=DEFAULT_OPTIONS)
-)
-"""``_made_fast_python``, in C where the accelerator is built (see :mod:`.native`)."""
+F = TypeVar("F", bound=Callable)
+
+
+def _front(impl: F) -> F:
+    """``impl`` (stable_jit) with its common call, ``stable_jit(fun)`` of a
+    function whose code has a call function, made in C where the
+    accelerator is built (its ``Front``, which wears ``impl``'s name,
+    docstring and signature); ``impl`` itself otherwise."""
+    if NATIVE is None:
+        return impl
+    front = NATIVE.Front(
+        impl=impl,
+        info=CODE_INFO,
+        info_type=CodeInfo,
+        fast_index=CodeInfo._fields.index("fast"),
+        records_type=FastRecords,
+        cls=StableJitted,
+        opts=DEFAULT_OPTIONS,
+    )
+    functools.update_wrapper(front, impl)
+    # It *is* stable_jit, not a wrapper of it: inspect.unwrap(jax.jit) under
+    # patch() must land here (its signature is its own __signature__).
+    del front.__wrapped__
+    return front
 
 
 @overload
@@ -46,6 +65,7 @@ def stable_jit(
 ) -> Callable[[Callable[P, R]], StableJitted[P, R]]: ...
 
 
+@_front
 def stable_jit(fun: Callable | None = None, /, **options: Any) -> Any:
     """``jax.jit`` whose cache survives redefinition of the function.
 

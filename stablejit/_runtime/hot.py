@@ -30,6 +30,7 @@ from .._fingerprint.guards import (
 from .._fingerprint.kind import LEAF_TYPES, MISSING, TABLE
 from .._fingerprint.rebuild import RebuildMismatch
 from .._markers import sentinel
+from .cache import Entry
 
 _FAIL = "return _call(fn, opts, *args, **kwargs)"
 _PROLOGUE = [
@@ -97,6 +98,7 @@ def _native(record, code, general, plainly):
         general=general,
         plainly=plainly,
         mismatch=RebuildMismatch,
+        entry_type=Entry,
         max_leaves=n_leaves,
         max_met=n_met + 1,  # and the function itself, numbered first
     )

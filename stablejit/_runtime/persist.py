@@ -48,6 +48,7 @@ from .._fingerprint.code import is_library_file
 from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF
 from .._fingerprint.sinks import SINK
 from .._markers import IdRef
+from .._native import NATIVE
 
 logger = logging.getLogger("stablejit")
 
@@ -111,6 +112,12 @@ def _origin(modname: str) -> str:
     return origin
 
 
+_BY_NAME = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType) + (
+    () if NATIVE is None else (NATIVE.Front,)  # stable_jit itself, with the accelerator
+)
+"""Objects spelled by their module and qualified name."""
+
+
 def _qualified(obj) -> str:
     """``module:qualname@origin`` of an importable module-level object,
     checked to resolve back to ``obj`` itself."""
@@ -167,7 +174,7 @@ def _spell(v) -> Any:
         raise NotPersistable(v.obj)
     if v is Ellipsis:
         return ("ellipsis",)
-    if isinstance(v, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)):
+    if isinstance(v, _BY_NAME):
         return ("obj", _qualified(v))
     if isinstance(v, np.ufunc):
         return ("ufunc", v.__name__)

@@ -1,12 +1,13 @@
 /* The Guard: a fast-path record's call function (see README.md here). */
 #include "guard.h"
 
-#define GUARD_FIELDS 12
+#define GUARD_FIELDS 13
 static const Py_ssize_t guard_offsets[GUARD_FIELDS] = {
     offsetof(Guard, top),      offsetof(Guard, sinks_ns), offsetof(Guard, sinks),
     offsetof(Guard, leaf_slot), offsetof(Guard, leaf_types), offsetof(Guard, missing),
     offsetof(Guard, marks),    offsetof(Guard, table),    offsetof(Guard, entries),
     offsetof(Guard, general),  offsetof(Guard, plainly),  offsetof(Guard, mismatch),
+    offsetof(Guard, entry_type),
 };
 #define GUARD_FIELD(g, i) ((PyObject **)((char *)(g) + guard_offsets[i]))
 
@@ -92,20 +93,27 @@ sj_guard_call(PyObject *self, PyObject *fn, PyObject *opts, PyObject *const *arg
     /* Looked up last: nothing between here and its use runs Python code, which
      * could drop the entry from the dict (a borrowed reference). */
     entry = matched ? PyDict_GetItemWithError(g->entries, opts) : NULL;
-    ready = entry == NULL ? NULL : PyObject_GetAttr(entry, sj_str_ready);
+    /* Its slots, read and written where the entry's class keeps them (an
+     * attribute lookup and store cost more than the rest of the checks). */
+    if (entry != NULL && Py_TYPE(entry) == (PyTypeObject *)g->entry_type)
+        ready = *SLOT(entry, g->ready_offset);
     if (ready == NULL || ready == Py_None) {
         PyErr_Clear();
         result = sj_call_with(g->general, fn, opts, args, nargs, kwnames);
+        ready = NULL;
         goto done;
     }
+    Py_INCREF(ready);
     /* entry.hits += 1 */
-    PyObject *hits = PyObject_GetAttr(entry, sj_str_hits);
+    PyObject *hits = *SLOT(entry, g->hits_offset);
     PyObject *more = hits == NULL ? NULL : PyNumber_Add(hits, sj_one);
-    Py_XDECREF(hits);
-    int set = more == NULL ? -1 : PyObject_SetAttr(entry, sj_str_hits, more);
-    Py_XDECREF(more);
-    if (set < 0)
+    if (more == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_AttributeError, "hits");
         goto done;
+    }
+    *SLOT(entry, g->hits_offset) = more;
+    Py_DECREF(hits); /* an int: frees nothing else */
 
     Py_ssize_t n = t.n;
     for (i = 0; i < nargs + nkw; i++)
@@ -173,14 +181,15 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     /* The fields in guard_offsets' order, then the maximums. */
     static char *kwlist[] = {"top",     "sinks_ns", "sinks",    "leaf_slot",  "leaf_types",
                              "missing", "marks",    "table",    "entries",    "general",
-                             "plainly", "mismatch", "max_leaves", "max_met",  NULL};
+                             "plainly", "mismatch", "entry_type", "max_leaves", "max_met",
+                             NULL};
     PyObject *o[GUARD_FIELDS];
     Py_ssize_t max_leaves, max_met;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "O!O!O!OO!OO!O!O!OOOnn", kwlist, &PyTuple_Type, &o[0], &PyDict_Type,
+            args, kwargs, "O!O!O!OO!OO!O!O!OOOO!nn", kwlist, &PyTuple_Type, &o[0], &PyDict_Type,
             &o[1], &PyDict_Type, &o[2], &o[3], &PySet_Type, &o[4], &o[5], &PyTuple_Type, &o[6],
-            &PyDict_Type, &o[7], &PyDict_Type, &o[8], &o[9], &o[10], &o[11], &max_leaves,
-            &max_met))
+            &PyDict_Type, &o[7], &PyDict_Type, &o[8], &o[9], &o[10], &o[11], &PyType_Type,
+            &o[12], &max_leaves, &max_met))
         return NULL;
     if (PyTuple_GET_SIZE(o[6]) != N_MARKS || max_leaves < 0 || max_met < 1) {
         PyErr_Format(PyExc_ValueError,
@@ -189,6 +198,9 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (!sj_valid_slot(o[6], o[0], 1))
+        return NULL;
+    Py_ssize_t ready_offset = sj_slot_offset(o[12], "ready"), hits_offset = sj_slot_offset(o[12], "hits");
+    if (ready_offset < 0 || hits_offset < 0)
         return NULL;
     Guard *g = (Guard *)type->tp_alloc(type, 0);
     if (g == NULL)
@@ -199,6 +211,8 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     g->max_leaves = max_leaves;
     g->max_met = max_met;
+    g->ready_offset = ready_offset;
+    g->hits_offset = hits_offset;
     g->vectorcall = guard_vectorcall;
     return (PyObject *)g;
 }

@@ -78,6 +78,22 @@ jitted_dealloc(Jitted *j)
     Py_TYPE(j)->tp_free((PyObject *)j);
 }
 
+Py_ssize_t
+sj_slot_offset(PyObject *cls, const char *name)
+{
+    PyObject *descr = PyObject_GetAttrString(cls, name);
+    Py_ssize_t offset = -1;
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
+            offset = m->offset;
+    }
+    Py_XDECREF(descr);
+    if (offset < 0)
+        PyErr_Format(PyExc_TypeError, "%s's %s is not a writable slot", ((PyTypeObject *)cls)->tp_name, name);
+    return offset;
+}
+
 PyObject *
 sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts)
 {

@@ -3,8 +3,7 @@
 
 THREAD_LOCAL PyObject *sj_current_fn = NULL;
 THREAD_LOCAL PyObject *sj_current_frame = NULL;
-PyObject *sj_str_ready, *sj_str_hits, *sj_str_sinks, *sj_str_fast, *sj_str_call, *sj_str_dict,
-    *sj_one;
+PyObject *sj_str_sinks, *sj_str_dict, *sj_one;
 
 static PyObject *
 current(PyObject *module, PyObject *unused)
@@ -35,24 +34,19 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    sj_str_ready = PyUnicode_InternFromString("ready");
-    sj_str_hits = PyUnicode_InternFromString("hits");
     sj_str_sinks = PyUnicode_InternFromString("SINKS");
-    sj_str_fast = PyUnicode_InternFromString("fast");
-    sj_str_call = PyUnicode_InternFromString("call");
     sj_str_dict = PyUnicode_InternFromString("__dict__");
     sj_one = PyLong_FromLong(1);
-    if (sj_str_ready == NULL || sj_str_hits == NULL || sj_str_sinks == NULL || sj_one == NULL ||
-        sj_str_fast == NULL || sj_str_call == NULL || sj_str_dict == NULL)
+    if (sj_str_sinks == NULL || sj_one == NULL || sj_str_dict == NULL)
         return NULL;
-    if (PyType_Ready(&sj_GuardType) < 0 || PyType_Ready(&sj_MakerType) < 0 ||
+    if (PyType_Ready(&sj_GuardType) < 0 || PyType_Ready(&sj_FrontType) < 0 ||
         PyType_Ready(&sj_JittedType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyTypeObject *types[] = {&sj_GuardType, &sj_MakerType, &sj_JittedType};
-    const char *names[] = {"Guard", "Maker", "Jitted"};
+    PyTypeObject *types[] = {&sj_GuardType, &sj_FrontType, &sj_JittedType};
+    const char *names[] = {"Guard", "Front", "Jitted"};
     for (int i = 0; i < 3; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {

@@ -21,14 +21,13 @@ extern THREAD_LOCAL PyObject *sj_current_fn;
 extern THREAD_LOCAL PyObject *sj_current_frame;
 
 /* Interned attribute names and the int 1, made once by the module's init. */
-extern PyObject *sj_str_ready, *sj_str_hits, *sj_str_sinks, *sj_str_fast, *sj_str_call,
-    *sj_str_dict, *sj_one;
+extern PyObject *sj_str_sinks, *sj_str_dict, *sj_one;
 
 /* Arguments a call keeps on the C stack before it allocates. */
 #define SMALL_STACK 16
 
 extern PyTypeObject sj_GuardType;  /* guard.c */
-extern PyTypeObject sj_MakerType;  /* maker.c */
+extern PyTypeObject sj_FrontType;  /* front.c */
 extern PyTypeObject sj_JittedType; /* jitted.c */
 
 /* jitted.c: StableJitted's base, a call function with its fn and options. */
@@ -45,6 +44,12 @@ typedef struct {
 /* call(fn, opts, *args, **kwargs), args as a vectorcall's (kwnames' values after them). */
 PyObject *sj_call_with(PyObject *call, PyObject *fn, PyObject *opts, PyObject *const *args,
                        Py_ssize_t nargs, PyObject *kwnames);
+
+/* Where o's class keeps a __slots__ member (at offset). */
+#define SLOT(o, offset) ((PyObject **)((char *)(o) + (offset)))
+
+/* The offset of cls's writable __slots__ member name, or -1 with a TypeError. */
+Py_ssize_t sj_slot_offset(PyObject *cls, const char *name);
 
 /* A new instance of type (Jitted or a subclass) of call, fn and opts. */
 PyObject *sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts);

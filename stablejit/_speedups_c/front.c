@@ -84,42 +84,12 @@ static PyGetSetDef front_getset[] = {
     {NULL},
 };
 
-#define FRONT_FIELDS 7
-
-static PyObject **
-front_field(Front *m, int i)
-{
-    PyObject **fields[FRONT_FIELDS] = {&m->impl,         &m->info, &m->info_type,
-                                       &m->records_type, &m->cls,  &m->opts,
-                                       &m->dict};
-    return fields[i];
-}
-
-static int
-front_traverse(Front *m, visitproc visit, void *arg)
-{
-    for (int i = 0; i < FRONT_FIELDS; i++)
-        Py_VISIT(*front_field(m, i));
-    return 0;
-}
-
-static int
-front_clear(Front *m)
-{
-    for (int i = 0; i < FRONT_FIELDS; i++)
-        Py_CLEAR(*front_field(m, i));
-    return 0;
-}
-
-static void
-front_dealloc(Front *m)
-{
-    PyObject_GC_UnTrack(m);
-    if (m->weakrefs != NULL)
-        PyObject_ClearWeakRefs((PyObject *)m);
-    front_clear(m);
-    Py_TYPE(m)->tp_free((PyObject *)m);
-}
+static const Py_ssize_t front_held[] = {
+    offsetof(Front, impl), offsetof(Front, info), offsetof(Front, info_type),
+    offsetof(Front, records_type), offsetof(Front, cls), offsetof(Front, opts),
+    offsetof(Front, dict), -1};
+static const SjLayout front_layout = {front_held, offsetof(Front, weakrefs)};
+SJ_GC(front, front_layout)
 
 static PyObject *
 front_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -145,11 +115,8 @@ front_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Front *m = (Front *)type->tp_alloc(type, 0);
     if (m == NULL)
         return NULL;
-    PyObject *given[FRONT_FIELDS - 1] = {impl, info, info_type, records_type, cls, opts};
-    for (int i = 0; i < FRONT_FIELDS - 1; i++) {
-        Py_INCREF(given[i]);
-        *front_field(m, i) = given[i];
-    }
+    PyObject *held[6] = {impl, info, info_type, records_type, cls, opts};
+    sj_hold((PyObject *)m, &front_layout, held, 6);
     m->fast_index = fast_index;
     m->call_offset = call_offset;
     m->vectorcall = front_vectorcall;
@@ -163,9 +130,9 @@ PyTypeObject sj_FrontType = {
     .tp_vectorcall_offset = offsetof(Front, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_new = front_new,
-    .tp_traverse = (traverseproc)front_traverse,
-    .tp_clear = (inquiry)front_clear,
-    .tp_dealloc = (destructor)front_dealloc,
+    .tp_traverse = front_traverse,
+    .tp_clear = front_clear,
+    .tp_dealloc = front_dealloc,
     .tp_descr_get = front_get,
     .tp_methods = front_methods,
     .tp_getset = front_getset,

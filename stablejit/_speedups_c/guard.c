@@ -2,14 +2,15 @@
 #include "guard.h"
 
 #define GUARD_FIELDS 13
-static const Py_ssize_t guard_offsets[GUARD_FIELDS] = {
+static const Py_ssize_t guard_held[GUARD_FIELDS + 1] = {
     offsetof(Guard, top),      offsetof(Guard, sinks_ns), offsetof(Guard, sinks),
     offsetof(Guard, leaf_slot), offsetof(Guard, leaf_types), offsetof(Guard, missing),
     offsetof(Guard, marks),    offsetof(Guard, table),    offsetof(Guard, entries),
     offsetof(Guard, general),  offsetof(Guard, plainly),  offsetof(Guard, mismatch),
-    offsetof(Guard, entry_type),
+    offsetof(Guard, entry_type), -1,
 };
-#define GUARD_FIELD(g, i) ((PyObject **)((char *)(g) + guard_offsets[i]))
+static const SjLayout guard_layout = {guard_held, 0};
+SJ_GC(guard, guard_layout)
 
 /* Numbered objects past which a match looks them up in a hash set. */
 #define LINEAR_MET 16
@@ -151,34 +152,10 @@ guard_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
     return sj_guard_call(self, args[0], args[1], args + 2, nargs - 2, kwnames);
 }
 
-static int
-guard_traverse(Guard *g, visitproc visit, void *arg)
-{
-    for (int i = 0; i < GUARD_FIELDS; i++)
-        Py_VISIT(*GUARD_FIELD(g, i));
-    return 0;
-}
-
-static int
-guard_clear(Guard *g)
-{
-    for (int i = 0; i < GUARD_FIELDS; i++)
-        Py_CLEAR(*GUARD_FIELD(g, i));
-    return 0;
-}
-
-static void
-guard_dealloc(Guard *g)
-{
-    PyObject_GC_UnTrack(g);
-    guard_clear(g);
-    Py_TYPE(g)->tp_free((PyObject *)g);
-}
-
 static PyObject *
 guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    /* The fields in guard_offsets' order, then the maximums. */
+    /* The fields in guard_held's order, then the maximums. */
     static char *kwlist[] = {"top",     "sinks_ns", "sinks",    "leaf_slot",  "leaf_types",
                              "missing", "marks",    "table",    "entries",    "general",
                              "plainly", "mismatch", "entry_type", "max_leaves", "max_met",
@@ -205,10 +182,7 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Guard *g = (Guard *)type->tp_alloc(type, 0);
     if (g == NULL)
         return NULL;
-    for (int i = 0; i < GUARD_FIELDS; i++) {
-        Py_INCREF(o[i]);
-        *GUARD_FIELD(g, i) = o[i];
-    }
+    sj_hold((PyObject *)g, &guard_layout, o, GUARD_FIELDS);
     g->max_leaves = max_leaves;
     g->max_met = max_met;
     g->ready_offset = ready_offset;
@@ -224,9 +198,9 @@ PyTypeObject sj_GuardType = {
     .tp_vectorcall_offset = offsetof(Guard, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_new = guard_new,
-    .tp_traverse = (traverseproc)guard_traverse,
-    .tp_clear = (inquiry)guard_clear,
-    .tp_dealloc = (destructor)guard_dealloc,
+    .tp_traverse = guard_traverse,
+    .tp_clear = guard_clear,
+    .tp_dealloc = guard_dealloc,
     .tp_doc = "A fast-path record's call function: its identity checks, its entry lookup "
               "and the call of the entry's jax.jit, in C.",
 };

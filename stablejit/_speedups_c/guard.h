@@ -22,7 +22,7 @@ enum {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    /* The objects it holds: GUARD_FIELDS of them, in the order of guard_offsets
+    /* The objects it holds: GUARD_FIELDS of them, in the order of guard_held
      * (which is that of its keywords). */
     PyObject *top;        /* the record's own function slot (MARK_FUNCTION's, code held) */
     PyObject *sinks_ns;   /* the dict holding SINKS (the sinks module's) */

@@ -46,37 +46,10 @@ jitted_call(PyObject *self, PyObject *args, PyObject *kwargs)
     return PyVectorcall_Call(self, args, kwargs);
 }
 
-static int
-jitted_traverse(Jitted *j, visitproc visit, void *arg)
-{
-    Py_VISIT(j->call);
-    Py_VISIT(j->fn);
-    Py_VISIT(j->opts);
-    Py_VISIT(j->dict);
-    return 0;
-}
-
-static int
-jitted_clear(Jitted *j)
-{
-    Py_CLEAR(j->call);
-    Py_CLEAR(j->fn);
-    Py_CLEAR(j->opts);
-    Py_CLEAR(j->dict);
-    return 0;
-}
-
-/* A subclass's instances hold their class: its own dealloc and traverse
- * (Python's, for a class statement) see to that, then call these. */
-static void
-jitted_dealloc(Jitted *j)
-{
-    PyObject_GC_UnTrack(j);
-    if (j->weakrefs != NULL)
-        PyObject_ClearWeakRefs((PyObject *)j);
-    jitted_clear(j);
-    Py_TYPE(j)->tp_free((PyObject *)j);
-}
+static const Py_ssize_t jitted_held[] = {offsetof(Jitted, call), offsetof(Jitted, fn),
+                                         offsetof(Jitted, opts), offsetof(Jitted, dict), -1};
+static const SjLayout jitted_layout = {jitted_held, offsetof(Jitted, weakrefs)};
+SJ_GC(jitted, jitted_layout)
 
 Py_ssize_t
 sj_slot_offset(PyObject *cls, const char *name)
@@ -100,12 +73,8 @@ sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts)
     Jitted *j = (Jitted *)type->tp_alloc(type, 0);
     if (j == NULL)
         return NULL;
-    Py_INCREF(call);
-    Py_INCREF(fn);
-    Py_INCREF(opts);
-    j->call = call;
-    j->fn = fn;
-    j->opts = opts;
+    PyObject *held[3] = {call, fn, opts};
+    sj_hold((PyObject *)j, &jitted_layout, held, 3);
     j->vectorcall = jitted_vectorcall;
     return (PyObject *)j;
 }
@@ -147,9 +116,9 @@ PyTypeObject sj_JittedType = {
     .tp_vectorcall_offset = offsetof(Jitted, vectorcall),
     .tp_call = jitted_call,
     .tp_new = jitted_new,
-    .tp_traverse = (traverseproc)jitted_traverse,
-    .tp_clear = (inquiry)jitted_clear,
-    .tp_dealloc = (destructor)jitted_dealloc,
+    .tp_traverse = jitted_traverse,
+    .tp_clear = jitted_clear,
+    .tp_dealloc = jitted_dealloc,
     .tp_members = jitted_members,
     .tp_getset = jitted_getset,
     .tp_dictoffset = offsetof(Jitted, dict),

@@ -5,6 +5,45 @@ THREAD_LOCAL PyObject *sj_current_fn = NULL;
 THREAD_LOCAL PyObject *sj_current_frame = NULL;
 PyObject *sj_str_sinks, *sj_str_dict, *sj_one;
 
+#define HELD(o, offset) ((PyObject **)((char *)(o) + (offset)))
+
+int
+sj_traverse(PyObject *o, const SjLayout *layout, visitproc visit, void *arg)
+{
+    for (const Py_ssize_t *at = layout->held; *at >= 0; at++)
+        Py_VISIT(*HELD(o, *at));
+    return 0;
+}
+
+int
+sj_clear(PyObject *o, const SjLayout *layout)
+{
+    for (const Py_ssize_t *at = layout->held; *at >= 0; at++)
+        Py_CLEAR(*HELD(o, *at));
+    return 0;
+}
+
+/* (A Python subclass's instances hold their class: its own dealloc and
+ * traverse, Python's, see to that, then call these.) */
+void
+sj_dealloc(PyObject *o, const SjLayout *layout)
+{
+    PyObject_GC_UnTrack(o);
+    if (layout->weakrefs && *HELD(o, layout->weakrefs) != NULL)
+        PyObject_ClearWeakRefs(o);
+    sj_clear(o, layout);
+    Py_TYPE(o)->tp_free(o);
+}
+
+void
+sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n)
+{
+    for (int i = 0; i < n; i++) {
+        Py_INCREF(values[i]);
+        *HELD(o, layout->held[i]) = values[i];
+    }
+}
+
 static PyObject *
 current(PyObject *module, PyObject *unused)
 {

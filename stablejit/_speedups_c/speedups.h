@@ -23,6 +23,28 @@ extern THREAD_LOCAL PyObject *sj_current_frame;
 /* Interned attribute names and the int 1, made once by the module's init. */
 extern PyObject *sj_str_sinks, *sj_str_dict, *sj_one;
 
+/* A type's layout for its GC plumbing: the offsets of the objects it holds
+ * (-1 ends them) and of its weak references (0: none). */
+typedef struct {
+    const Py_ssize_t *held;
+    Py_ssize_t weakrefs;
+} SjLayout;
+
+int sj_traverse(PyObject *o, const SjLayout *layout, visitproc visit, void *arg);
+int sj_clear(PyObject *o, const SjLayout *layout);
+void sj_dealloc(PyObject *o, const SjLayout *layout);
+/* Sets o's first n held objects to (new references to) values. */
+void sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n);
+
+/* prefix_traverse, prefix_clear and prefix_dealloc of a type with that layout. */
+#define SJ_GC(prefix, layout)                                                                     \
+    static int prefix##_traverse(PyObject *o, visitproc visit, void *arg)                         \
+    {                                                                                             \
+        return sj_traverse(o, &(layout), visit, arg);                                             \
+    }                                                                                             \
+    static int prefix##_clear(PyObject *o) { return sj_clear(o, &(layout)); }                     \
+    static void prefix##_dealloc(PyObject *o) { sj_dealloc(o, &(layout)); }
+
 /* Arguments a call keeps on the C stack before it allocates. */
 #define SMALL_STACK 16
 

@@ -186,3 +186,28 @@ def test_recompile_limit_leaves_a_trace_counter_out_of_what_changes(limit):
     msg = str(record[0].message)
     assert "closure variable 'k' took 3 distinct values" in msg
     assert "_COUNTED" not in msg
+
+
+def test_clear_cache_forgets_side_channels_and_a_later_trace_finds_them_again():
+    from stablejit._fingerprint import sinks
+
+    counter: list = []
+
+    def make():
+        def f(x):
+            counter.append(1)
+            return x + 1
+
+        return stable_jit(f)
+
+    x = jnp.ones(2)
+    for _ in range(3):
+        np.testing.assert_allclose(make()(x), x + 1)
+    assert len(counter) == 1
+    assert any(held is counter for held, _ in sinks.SINKS.values())
+    stablejit.clear_cache()
+    assert not any(held is counter for held, _ in sinks.SINKS.values())  # no longer held
+    for _ in range(3):
+        np.testing.assert_allclose(make()(x), x + 1)
+    assert len(counter) == 2  # one trace after the clear, then hits again
+    assert any(held is counter for held, _ in sinks.SINKS.values())

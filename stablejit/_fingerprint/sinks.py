@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from .._markers import IdRef, sentinel
+from .._registry import on_clear
 
 ALL = None
 """Sink marker: the whole list or cell is a side channel."""
@@ -56,6 +57,16 @@ def add(changes: list[tuple[object, frozenset | None]]) -> None:
                 names = ALL if names is ALL or old[1] is ALL else old[1] | names
             new[id(obj)] = (obj, names)
         SINKS = new
+
+
+@on_clear
+def forget() -> None:
+    """Forgets every side channel (``stablejit.clear_cache()``): their
+    containers are held no longer, and a later trace finds again those it
+    still writes, as the first trace of a process does."""
+    global SINKS
+    with _LOCK:
+        SINKS = {}
 
 
 def sink_of(w, v):

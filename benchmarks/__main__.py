@@ -54,6 +54,7 @@ class Case:
 CASES = [
     Case("seed", "seed.py", "The seed case: a nested function jitted on every call"),
     Case("seed-percall", "seed_percall.py", "The seed case, call by call"),
+    Case("seed-parts", "seed_parts.py", "The seed's loop of calls, piece by piece"),
     Case("anchors", "anchors.py", "Anchors: equinox's filter_jit", needs=("equinox",)),
     Case("optax-step", "optax_step.py", "An optax step built per call", needs=("optax",)),
     Case("scaling", "scaling.py", "Fingerprint cost vs closure size"),

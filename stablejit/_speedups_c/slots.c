@@ -109,11 +109,20 @@ same_atom(PyObject *v, PyObject *expected)
 
 /* -- containers ----------------------------------------------------------- */
 
+/* The items of v (a tuple, or a list re-read at each step: an object's
+ * __dict__, read below, may run code that changes it) against slots. */
 static int
-items_fit(Guard *g, PyObject *const *values, PyObject *slots, Taken *t)
+items_fit(Guard *g, PyObject *v, PyObject *slots, Taken *t)
 {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); i++) {
-        if (!fits(g, values[i], PyTuple_GET_ITEM(slots, i), t))
+    Py_ssize_t n = PyTuple_GET_SIZE(slots);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_Check(v) && PyList_GET_SIZE(v) != n)
+            return 0;
+        PyObject *item = PyList_Check(v) ? PyList_GET_ITEM(v, i) : PyTuple_GET_ITEM(v, i);
+        Py_INCREF(item);
+        int ok = fits(g, item, PyTuple_GET_ITEM(slots, i), t);
+        Py_DECREF(item);
+        if (!ok)
             return 0;
     }
     return 1;
@@ -155,13 +164,15 @@ object_fits(Guard *g, PyObject *v, PyObject *slot, Taken *t)
         PyErr_Clear();
         return 0;
     }
+    /* Held across the read, which runs a class's __dict__ descriptor: code
+     * that may drop v's last other reference. */
+    Py_INCREF(v);
     PyObject *d = PyObject_GenericGetAttr(v, sj_str_dict);
-    if (d == NULL) {
+    int ok = d != NULL && dict_fits(g, d, PyTuple_GET_ITEM(slot, 3), t);
+    if (d == NULL)
         PyErr_Clear();
-        return 0;
-    }
-    int ok = dict_fits(g, d, PyTuple_GET_ITEM(slot, 3), t);
-    Py_DECREF(d); /* v holds it */
+    Py_XDECREF(d);
+    Py_DECREF(v);
     return ok;
 }
 
@@ -192,12 +203,12 @@ fits(Guard *g, PyObject *v, PyObject *slot, Taken *t)
         PyObject *items = PyTuple_GET_ITEM(slot, 2);
         return (PyObject *)Py_TYPE(v) == PyTuple_GET_ITEM(slot, 1) &&
                PyTuple_GET_SIZE(v) == PyTuple_GET_SIZE(items) &&
-               items_fit(g, ((PyTupleObject *)v)->ob_item, items, t);
+               items_fit(g, v, items, t);
     }
     if (mark == PyTuple_GET_ITEM(g->marks, MARK_LIST)) {
         PyObject *items = PyTuple_GET_ITEM(slot, 1);
         return PyList_CheckExact(v) && PyList_GET_SIZE(v) == PyTuple_GET_SIZE(items) &&
-               fresh(g, t, v) && items_fit(g, ((PyListObject *)v)->ob_item, items, t);
+               fresh(g, t, v) && items_fit(g, v, items, t);
     }
     if (mark == PyTuple_GET_ITEM(g->marks, MARK_REF)) {
         Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(slot, 1));

@@ -115,6 +115,29 @@ def nested_outer(stable_jit):
     return outer
 
 
+def python_floor(target):
+    """The seed case's floor: an ``outer(a)`` that defines ``inner`` and calls
+    it through a do-nothing Python wrapper forwarding to ``target`` (a hoisted
+    ``jax.jit``), the least any wrapper written in Python does."""
+
+    class Forward:
+        __slots__ = ("fun",)
+
+        def __init__(self, fun):
+            self.fun = fun
+
+        def __call__(self, *args, **kwargs):
+            return target(*args, **kwargs)
+
+    def outer(a):
+        def inner(x):
+            return x * 2
+
+        return Forward(inner)(a)
+
+    return outer
+
+
 def hit_batch(outer, a, n: int, config, explain: bool = False):
     """A variant for :func:`interleaved`: one timed call runs ``n`` hits of
     ``outer(a)``, each waited for, with ``config.explain_misses`` switched once

@@ -56,23 +56,7 @@ def outer_hoisted(a):
     return hoisted(a)
 
 
-class _Forward:
-    """The least any Python-level wrapper does: hold the function, forward the call."""
-
-    __slots__ = ("fun",)
-
-    def __init__(self, fun):
-        self.fun = fun
-
-    def __call__(self, *args, **kwargs):
-        return hoisted(*args, **kwargs)
-
-
-def outer_floor(a):
-    def inner(x):
-        return x * 2
-
-    return _Forward(inner)(a)
+outer_floor = _harness.python_floor(hoisted)
 
 
 def _loop(outer, a, n):

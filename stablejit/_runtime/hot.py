@@ -1,10 +1,10 @@
 """A redefined closure's own call function: the hot path with its record's checks written in.
 
-A ``StableJitted`` is a ``functools.partial`` of a call function, so a call
+A ``StableJitted`` holds a call function (see :mod:`.jitted`), so a call
 reaches it with no Python frame of the wrapper's own. The general one
 (``calls.call``) looks up the code's fast-path record and calls its
 ``match``; once that record's checks are compiled, the record gets a call
-function of its own, which ``stable_jit`` hands to the partials it makes
+function of its own, which ``stable_jit`` hands to the wrappers it makes
 for that code from then on: the entry lookup, the checks and JAX's dispatch
 in one frame. Whatever does not fit goes to the general call function,
 which decides afresh, so a call function never has to be right about more
@@ -34,7 +34,7 @@ from .cache import Entry
 
 _FAIL = "return _call(fn, opts, *args, **kwargs)"
 _PROLOGUE = [
-    # A partial made for this code holds a function whose code can be
+    # A wrapper made for this code holds a function whose code can be
     # replaced since (``fn.__code__ = ...``): then this record is not its.
     "if fn.__code__ is not _code:",
     "    " + _FAIL,

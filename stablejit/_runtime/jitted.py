@@ -208,8 +208,8 @@ def wrap(fun: Callable, opts: Options) -> StableJitted:
 
 
 def made(fun: Callable, opts: Options) -> StableJitted:
-    """A :class:`StableJitted` of ``fun`` (unchecked): a partial of the call
-    function of ``fun``'s code if its fast path has one, else of the general
+    """A :class:`StableJitted` of ``fun`` (unchecked): holding the call
+    function of ``fun``'s code if its fast path has one, else the general
     :func:`.calls.call` (or, with static arguments, ``call_statics``)."""
     call = general(opts)
     if call is calls.call:

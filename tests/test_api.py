@@ -96,7 +96,8 @@ def test_donate_argnames():
 
 
 def test_in_and_out_shardings():
-    s = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    # (SingleDeviceSharding itself is deprecated from jax 0.12.)
+    s = jax.sharding.make_single_device_sharding(jax.devices()[0])
     w = jnp.ones(2)
     g = stable_jit(lambda x, y: (x + y + w, x), in_shardings=(s, None), out_shardings=s)
     out = g(jnp.ones(2), jnp.ones(2))

@@ -96,8 +96,10 @@ def test_donate_argnames():
 
 
 def test_in_and_out_shardings():
-    # (SingleDeviceSharding itself is deprecated from jax 0.12.)
-    s = jax.sharding.make_single_device_sharding(jax.devices()[0])
+    # SingleDeviceSharding itself is deprecated from jax 0.12, which makes it this way.
+    make = getattr(jax.sharding, "make_single_device_sharding", None)
+    make = make or jax.sharding.SingleDeviceSharding
+    s = make(jax.devices()[0])
     w = jnp.ones(2)
     g = stable_jit(lambda x, y: (x + y + w, x), in_shardings=(s, None), out_shardings=s)
     out = g(jnp.ones(2), jnp.ones(2))

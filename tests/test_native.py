@@ -252,3 +252,51 @@ def test_a_native_call_function_checks_nested_functions_containers_and_objects(k
             np.testing.assert_array_equal(jitted(x), eager(x))
         assert len(_TRACED) - n == traced, (kind, eager)
         assert type(jitted._call) is native.NATIVE.Guard
+
+
+def _scaled(k):
+    def f(x):
+        _TRACED.append(1)
+        return x * k
+
+    return f
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="the C accelerator is not built")
+def test_wrappers_made_and_dropped_on_every_call_come_back_clean():
+    # A wrapper's memory is kept for the next one (one is made and dropped on
+    # every call of a function that defines its jitted function inside): what
+    # the last one was given must not reach the next.
+    x = jnp.arange(3.0)
+    for _ in range(8):  # until the code's record has its call function
+        stable_jit(_scaled(2.0))(x)
+    old = stable_jit(_scaled(2.0))
+    old.note = "set by the caller"
+    dead = __import__("weakref").ref(old)
+    del old
+    assert dead() is None
+    many = [stable_jit(_scaled(float(k))) for k in range(40)]  # more than are kept
+    assert len({id(w) for w in many}) == 40
+    for k, w in enumerate(many):
+        assert not hasattr(w, "note")
+        assert w.__wrapped__.__closure__[0].cell_contents == float(k)
+        np.testing.assert_allclose(w(x), x * k)
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="the C accelerator is not built")
+def test_stable_jit_finds_the_records_clear_cache_made_anew():
+    # stable_jit remembers the last code it made a wrapper for, with its
+    # records; clear_cache replaces them, and the memo with them.
+    import stablejit
+    from stablejit._fingerprint.code import code_info
+
+    x = jnp.arange(3.0)
+    for _ in range(8):
+        stable_jit(_scaled(2.0))(x)
+    stablejit.clear_cache()
+    _TRACED.clear()
+    for _ in range(8):
+        np.testing.assert_allclose(stable_jit(_scaled(2.0))(x), x * 2.0)
+    assert len(_TRACED) == 1
+    fresh = code_info(_scaled(2.0).__code__).fast
+    assert stable_jit(_scaled(2.0))._call is fresh.call is not None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.code import CodeInfo, FastRecords
 from .._native import NATIVE
+from .._registry import on_clear
 from .jitted import StableJitted, check_callable, fast_call, jitted_of, made, wrap
 from .options import DEFAULT_OPTIONS, options_of, signature
 
@@ -52,6 +53,8 @@ def _front(impl: F) -> F:
     # It *is* stable_jit, not a wrapper of it: inspect.unwrap(jax.jit) under
     # patch() must land here (its signature is its own __signature__).
     del front.__wrapped__
+    # It remembers the last code's records, which clear_cache replaces.
+    on_clear(front.forget)
     return front
 
 

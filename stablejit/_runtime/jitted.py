@@ -255,7 +255,9 @@ class _StableKind(Kind):
 
 
 if NATIVE is not None:
-    # Python gives a mutable class its base's vectorcall only from 3.12 on.
-    NATIVE.enable_vectorcall(StableJitted)
+    # Its base's vectorcall (Python gives a mutable class that only from 3.12
+    # on) and dealloc (one is made and dropped per call of a function that
+    # defines its jitted function inside).
+    NATIVE.adopt(StableJitted)
 
 register_kind(StableJitted, _StableKind())

@@ -17,6 +17,8 @@ typedef struct {
     PyObject *cls;          /* StableJitted (a subclass of Jitted) */
     PyObject *opts;         /* the default options */
     PyObject *dict;
+    PyObject *last_code;    /* the code last looked up (held, so its address is not reused) */
+    PyObject *last_fast;    /* and its FastRecords; both NULL after forget() */
     PyObject *weakrefs;
     Py_ssize_t fast_index, call_offset;
 } Front;
@@ -28,16 +30,23 @@ made_fast(Front *m, PyObject *fun)
 {
     if (Py_TYPE(fun) != &PyFunction_Type)
         return NULL;
-    PyObject *key = PyLong_FromVoidPtr(((PyFunctionObject *)fun)->func_code);
-    PyObject *info = key == NULL ? NULL : PyDict_GetItemWithError(m->info, key); /* borrowed */
-    Py_XDECREF(key);
-    if (info == NULL || (PyObject *)Py_TYPE(info) != m->info_type) {
-        PyErr_Clear();
-        return NULL;
+    PyObject *code = ((PyFunctionObject *)fun)->func_code, *fast = m->last_fast;
+    if (code != m->last_code) {
+        PyObject *key = PyLong_FromVoidPtr(code);
+        PyObject *info = key == NULL ? NULL : PyDict_GetItemWithError(m->info, key); /* borrowed */
+        Py_XDECREF(key);
+        if (info == NULL || (PyObject *)Py_TYPE(info) != m->info_type) {
+            PyErr_Clear();
+            return NULL;
+        }
+        fast = PyTuple_GET_ITEM(info, m->fast_index);
+        if ((PyObject *)Py_TYPE(fast) != m->records_type)
+            return NULL;
+        Py_INCREF(code);
+        Py_INCREF(fast);
+        Py_XSETREF(m->last_code, code);
+        Py_XSETREF(m->last_fast, fast);
     }
-    PyObject *fast = PyTuple_GET_ITEM(info, m->fast_index);
-    if ((PyObject *)Py_TYPE(fast) != m->records_type)
-        return NULL;
     PyObject *call = *SLOT(fast, m->call_offset);
     if (call == NULL || call == Py_None)
         return NULL;
@@ -74,8 +83,20 @@ front_reduce(PyObject *self, PyObject *unused)
     return PyObject_GetAttrString(self, "__qualname__");
 }
 
+/* Drops the memo of the last code's records (stablejit.clear_cache() makes
+ * new ones). */
+static PyObject *
+front_forget(PyObject *self, PyObject *unused)
+{
+    Front *m = (Front *)self;
+    Py_CLEAR(m->last_code);
+    Py_CLEAR(m->last_fast);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef front_methods[] = {
     {"__reduce__", front_reduce, METH_NOARGS, NULL},
+    {"forget", front_forget, METH_NOARGS, "forget(): drops the memo of the last code's records"},
     {NULL},
 };
 
@@ -87,7 +108,7 @@ static PyGetSetDef front_getset[] = {
 static const Py_ssize_t front_held[] = {
     offsetof(Front, impl), offsetof(Front, info), offsetof(Front, info_type),
     offsetof(Front, records_type), offsetof(Front, cls), offsetof(Front, opts),
-    offsetof(Front, dict), -1};
+    offsetof(Front, dict), offsetof(Front, last_code), offsetof(Front, last_fast), -1};
 static const SjLayout front_layout = {front_held, offsetof(Front, weakrefs)};
 SJ_GC(front, front_layout)
 

@@ -39,7 +39,7 @@ jitted_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject
 }
 
 /* tp_call, for a subclass that does not take the vectorcall flag (a mutable
- * class before Python 3.12, unless enable_vectorcall gave it). */
+ * class before Python 3.12, unless adopt gave it). */
 static PyObject *
 jitted_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -67,10 +67,30 @@ sj_slot_offset(PyObject *cls, const char *name)
     return offset;
 }
 
+/* The class adopt adopted (StableJitted), and up to FREE_JITTED
+ * of its instances' memory kept for reuse: one is made and dropped on every
+ * call of a function that defines its jitted function inside. (Not where
+ * threads run at once: the list has no lock.) */
+static PyTypeObject *adopted;
+#ifdef Py_GIL_DISABLED
+#define FREE_JITTED 0
+#else
+#define FREE_JITTED 16
+#endif
+static PyObject *free_jitted[FREE_JITTED + 1];
+static int n_free_jitted;
+
 PyObject *
 sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts)
 {
-    Jitted *j = (Jitted *)type->tp_alloc(type, 0);
+    Jitted *j;
+    if (type == adopted && n_free_jitted > 0) {
+        /* As tp_alloc leaves it: every field NULL, a reference to its class. */
+        j = (Jitted *)PyObject_Init(free_jitted[--n_free_jitted], type);
+        PyObject_GC_Track(j);
+    }
+    else
+        j = (Jitted *)type->tp_alloc(type, 0);
     if (j == NULL)
         return NULL;
     PyObject *held[3] = {call, fn, opts};
@@ -126,20 +146,44 @@ PyTypeObject sj_JittedType = {
     .tp_doc = "Jitted(call, fn, opts): call(fn, opts, *args, **kwargs) when called.",
 };
 
-/* enable_vectorcall(cls): gives a subclass of Jitted that keeps its call (no
- * __call__ of its own) the vectorcall flag, which Python before 3.12 gives
- * only immutable classes; a class's later __call__ would not be seen, so
- * this is for StableJitted, which has none. */
+/* The adopted class's dealloc: released as a Jitted is (the class holds
+ * nothing more, as adopt checked), kept for reuse or freed, then its
+ * reference to its heap class dropped, as subtype_dealloc would. */
+static void
+adopted_dealloc(PyObject *o)
+{
+    PyTypeObject *type = Py_TYPE(o);
+    sj_release(o, &jitted_layout); /* every field NULL, as a fresh one's are */
+    if (type == adopted && n_free_jitted < FREE_JITTED)
+        free_jitted[n_free_jitted++] = o;
+    else
+        type->tp_free(o);
+    Py_DECREF(type);
+}
+
+/* adopt(cls): makes a class statement's subclass of Jitted (StableJitted)
+ * as cheap to make, call and drop as Jitted itself:
+ * - its call is Jitted's vectorcall, which Python before 3.12 gives only
+ *   immutable classes (a class's later __call__ would not be seen, so cls
+ *   must have none);
+ * - its dealloc skips subtype_dealloc's general path (finalisers, slots of
+ *   its own: cls must have none) and keeps the memory for the next one. */
 PyObject *
-sj_enable_vectorcall(PyObject *module, PyObject *cls)
+sj_adopt(PyObject *module, PyObject *cls)
 {
     if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &sj_JittedType) ||
-        ((PyTypeObject *)cls)->tp_call != jitted_call) {
+        ((PyTypeObject *)cls)->tp_call != jitted_call ||
+        ((PyTypeObject *)cls)->tp_basicsize != sj_JittedType.tp_basicsize ||
+        ((PyTypeObject *)cls)->tp_finalize != NULL || ((PyTypeObject *)cls)->tp_del != NULL ||
+        !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
         PyErr_SetString(PyExc_TypeError,
-                        "enable_vectorcall: not a subclass of Jitted that keeps its call");
+                        "adopt: not a class statement's subclass of Jitted that "
+                        "keeps its call and adds no slots and no finaliser");
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)cls;
+    type->tp_dealloc = adopted_dealloc;
+    adopted = type;
     type->tp_vectorcall_offset = offsetof(Jitted, vectorcall);
     type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
     Py_RETURN_NONE;

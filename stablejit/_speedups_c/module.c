@@ -26,12 +26,18 @@ sj_clear(PyObject *o, const SjLayout *layout)
 /* (A Python subclass's instances hold their class: its own dealloc and
  * traverse, Python's, see to that, then call these.) */
 void
-sj_dealloc(PyObject *o, const SjLayout *layout)
+sj_release(PyObject *o, const SjLayout *layout)
 {
     PyObject_GC_UnTrack(o);
     if (layout->weakrefs && *HELD(o, layout->weakrefs) != NULL)
         PyObject_ClearWeakRefs(o);
     sj_clear(o, layout);
+}
+
+void
+sj_dealloc(PyObject *o, const SjLayout *layout)
+{
+    sj_release(o, layout);
     Py_TYPE(o)->tp_free(o);
 }
 
@@ -59,9 +65,10 @@ static PyMethodDef methods[] = {
     {"objects_fit", (PyCFunction)(void (*)(void))sj_objects_fit, METH_FASTCALL,
      "objects_fit(objs, types, sizes, names, values, sinks, seen): the guards' "
      "_Objects.fit past its check of kinds (True, False or None), in one C pass."},
-    {"enable_vectorcall", sj_enable_vectorcall, METH_O,
-     "enable_vectorcall(cls): a subclass of Jitted without a __call__ of its own is called "
-     "through Jitted's vectorcall (which Python gives only immutable classes before 3.12)."},
+    {"adopt", sj_adopt, METH_O,
+     "adopt(cls): a class statement's subclass of Jitted without a __call__, slots or a "
+     "finaliser of its own is called through Jitted's vectorcall (which Python gives only "
+     "immutable classes before 3.12) and made and dropped as cheaply as Jitted."},
     {NULL, NULL, 0, NULL},
 };
 

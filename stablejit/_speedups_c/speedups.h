@@ -32,6 +32,9 @@ typedef struct {
 
 int sj_traverse(PyObject *o, const SjLayout *layout, visitproc visit, void *arg);
 int sj_clear(PyObject *o, const SjLayout *layout);
+/* Untracks o, clears its weak references and its held objects: a dealloc's
+ * work before the memory is freed (or kept for reuse). */
+void sj_release(PyObject *o, const SjLayout *layout);
 void sj_dealloc(PyObject *o, const SjLayout *layout);
 /* Sets o's first n held objects to (new references to) values. */
 void sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n);
@@ -76,8 +79,8 @@ Py_ssize_t sj_slot_offset(PyObject *cls, const char *name);
 /* A new instance of type (Jitted or a subclass) of call, fn and opts. */
 PyObject *sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts);
 
-/* enable_vectorcall(cls), a function of the module (see jitted.c). */
-PyObject *sj_enable_vectorcall(PyObject *module, PyObject *cls);
+/* adopt(cls), a function of the module (see jitted.c). */
+PyObject *sj_adopt(PyObject *module, PyObject *cls);
 
 /* guard.c: a Guard's call of fn with opts, as sj_call_with(guard, ...) would make it. */
 PyObject *sj_guard_call(PyObject *guard, PyObject *fn, PyObject *opts, PyObject *const *args,

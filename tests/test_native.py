@@ -300,3 +300,88 @@ def test_stable_jit_finds_the_records_clear_cache_made_anew():
     assert len(_TRACED) == 1
     fresh = code_info(_scaled(2.0).__code__).fast
     assert stable_jit(_scaled(2.0))._call is fresh.call is not None
+
+
+def _python_frames_of_stablejit(call):
+    """The stablejit functions written in Python that ``call()`` enters."""
+    import stablejit
+
+    root = os.path.dirname(stablejit.__file__)
+    entered = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="the C accelerator is not built")
+@pytest.mark.parametrize("n", [1, 40])
+def test_a_native_hit_runs_no_python_of_stablejit_however_much_the_closure_holds(n):
+    # Past 16 arrays or numbered objects a Guard's buffers are sized from its
+    # slots, counted as it checks them: a count short of what a match takes
+    # would send every call to the general path, in Python.
+    def make(params, configs):
+        def f(x):
+            _TRACED.append(None)
+            return x * sum(c.scale for c in configs) + sum(params.values())
+
+        return stable_jit(f)
+
+    params = {f"w{i}": jnp.full((2,), float(i)) for i in range(n)}
+    configs = [_Config(float(i)) for i in range(n)]
+    x = jnp.ones(2)
+    want = x * sum(range(n)) + sum(float(i) for i in range(n))
+    for _ in range(8):
+        np.testing.assert_allclose(make(params, configs)(x), want)
+    fresh = {k: v + 1 for k, v in params.items()}  # new arrays: passed in, not checked
+    entered = _python_frames_of_stablejit(lambda: make(fresh, configs)(x).block_until_ready())
+    assert entered == []
+
+
+class _Emptying:
+    """A plain object whose ``__dict__``, as the walk reads it, empties the
+    list that holds it once armed (code run in the middle of a check)."""
+
+    armed: list = []
+
+    def __init__(self, scale, holder):
+        self.scale = scale
+        self.holder = holder
+
+    @property
+    def __dict__(self):
+        if _Emptying.armed:
+            _Emptying.armed.clear()
+            self.holder.clear()
+        return {"scale": self.scale, "holder": self.holder}
+
+
+@pytest.mark.parametrize("with_numpy_constant", [False, True])
+def test_a_dict_read_that_empties_the_list_being_checked_is_survived(with_numpy_constant):
+    # With a NumPy constant the record is checked in Python, its objects in
+    # one C pass (objects_fit); without, by the Guard: both re-read the list
+    # at each step (a list read once would be read past its end) and hold
+    # what they read from it.
+    bias = np.arange(2.0) if with_numpy_constant else 0.0
+
+    def make(procs):
+        def f(x):
+            return x * sum(p.scale for p in procs) + bias
+
+        return stable_jit(f)
+
+    procs: list = []
+    procs.extend(_Emptying(float(i), procs) for i in range(20))
+    x = jnp.ones(2)
+    for _ in range(8):
+        np.testing.assert_allclose(make(procs)(x), x * 190.0 + bias)
+    _Emptying.armed.append(True)
+    # What the list held when called, as jax.jit (which reads no __dict__) computes it.
+    np.testing.assert_allclose(make(procs)(x), x * 190.0 + bias)

@@ -84,7 +84,6 @@ def _native(record, code, general, plainly):
         top = _function_spec(code, record, record.sinks, 0)
     except _NotNative:
         return None
-    n_leaves, n_met = _count(top)
     return native.NATIVE.Guard(
         top=top,
         sinks_ns=vars(sinks),
@@ -99,8 +98,6 @@ def _native(record, code, general, plainly):
         plainly=plainly,
         mismatch=RebuildMismatch,
         entry_type=Entry,
-        max_leaves=n_leaves,
-        max_met=n_met + 1,  # and the function itself, numbered first
     )
 
 
@@ -110,7 +107,6 @@ _FUNCTION, _DICT, _TUPLE, _LIST, _REF, _OBJECT, _LIFTED = _MARKS = tuple(
     sentinel(f"the accelerator's {name} slot")
     for name in ("function", "dict", "tuple", "list", "back reference", "object", "lifted")
 )
-_MARK_TYPE = type(_FUNCTION)
 _MAX_DEPTH = 64
 
 
@@ -167,28 +163,6 @@ def _plain_tuple(tp) -> bool:
     """Whether the accelerator may read ``tp``'s items as a tuple's (a
     NamedTuple's are; a class that iterates otherwise is left to Python)."""
     return tp.__iter__ is tuple.__iter__ and tp.__len__ is tuple.__len__
-
-
-def _count(spec) -> tuple[int, int]:
-    """(arrays, numbered objects) that ``spec`` can take."""
-    if type(spec) is not tuple or not spec or type(spec[0]) is not _MARK_TYPE:
-        return (1, 0) if spec is LEAF_SLOT else (0, 0)
-    mark = spec[0]
-    if mark is _LIFTED:
-        return 1, 0
-    if mark is _REF:
-        return 0, 0
-    if mark is _FUNCTION:
-        inner, numbered = spec[7] + spec[8], 1
-    elif mark is _OBJECT:
-        inner, numbered = (spec[3],), 1
-    else:  # dict, list: numbered; tuple: not
-        inner, numbered = spec[-1], mark is not _TUPLE
-    leaves, met = 0, int(numbered)
-    for s in inner:
-        n_leaves, n_met = _count(s)
-        leaves, met = leaves + n_leaves, met + n_met
-    return leaves, met
 
 
 def _compiled(record, code, general, plainly):

@@ -155,26 +155,23 @@ guard_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
 static PyObject *
 guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    /* The fields in guard_held's order, then the maximums. */
-    static char *kwlist[] = {"top",     "sinks_ns", "sinks",    "leaf_slot",  "leaf_types",
-                             "missing", "marks",    "table",    "entries",    "general",
-                             "plainly", "mismatch", "entry_type", "max_leaves", "max_met",
-                             NULL};
+    /* The fields in guard_held's order. */
+    static char *kwlist[] = {"top",     "sinks_ns", "sinks",   "leaf_slot", "leaf_types",
+                             "missing", "marks",    "table",   "entries",   "general",
+                             "plainly", "mismatch", "entry_type", NULL};
     PyObject *o[GUARD_FIELDS];
-    Py_ssize_t max_leaves, max_met;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "O!O!O!OO!OO!O!O!OOOO!nn", kwlist, &PyTuple_Type, &o[0], &PyDict_Type,
+            args, kwargs, "O!O!O!OO!OO!O!O!OOOO!", kwlist, &PyTuple_Type, &o[0], &PyDict_Type,
             &o[1], &PyDict_Type, &o[2], &o[3], &PySet_Type, &o[4], &o[5], &PyTuple_Type, &o[6],
             &PyDict_Type, &o[7], &PyDict_Type, &o[8], &o[9], &o[10], &o[11], &PyType_Type,
-            &o[12], &max_leaves, &max_met))
+            &o[12]))
         return NULL;
-    if (PyTuple_GET_SIZE(o[6]) != N_MARKS || max_leaves < 0 || max_met < 1) {
-        PyErr_Format(PyExc_ValueError,
-                     "Guard: marks must hold %d marks, max_leaves be >= 0 and max_met >= 1",
-                     N_MARKS);
+    if (PyTuple_GET_SIZE(o[6]) != N_MARKS) {
+        PyErr_Format(PyExc_ValueError, "Guard: marks must hold %d marks", N_MARKS);
         return NULL;
     }
-    if (!sj_valid_slot(o[6], o[0], 1))
+    Shape shape = {o[6], o[3], 0, 0};
+    if (!sj_valid_slot(&shape, o[0], 1))
         return NULL;
     Py_ssize_t ready_offset = sj_slot_offset(o[12], "ready"), hits_offset = sj_slot_offset(o[12], "hits");
     if (ready_offset < 0 || hits_offset < 0)
@@ -183,8 +180,8 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (g == NULL)
         return NULL;
     sj_hold((PyObject *)g, &guard_layout, o, GUARD_FIELDS);
-    g->max_leaves = max_leaves;
-    g->max_met = max_met;
+    g->max_leaves = shape.leaves;
+    g->max_met = shape.met;
     g->ready_offset = ready_offset;
     g->hits_offset = hits_offset;
     g->vectorcall = guard_vectorcall;

@@ -38,7 +38,7 @@ typedef struct {
     PyObject *mismatch;   /* the exception type that plainly handles */
     PyObject *entry_type; /* the cache entries' class, whose slots ready and hits are read */
     Py_ssize_t ready_offset, hits_offset; /* where its instances keep them */
-    Py_ssize_t max_leaves; /* the most arrays the slots can take */
+    Py_ssize_t max_leaves; /* the most arrays the slots can take (counted by sj_valid_slot) */
     Py_ssize_t max_met;    /* the most objects they number (functions, lists, dicts, objects) */
 } Guard;
 
@@ -60,9 +60,18 @@ typedef struct {
  * set: what fails goes to the general path, which decides afresh). */
 int sj_function_fits(Guard *g, PyObject *fn, PyObject *slot, Taken *t);
 
-/* 1 if slot is well formed (a function slot, if function), recursively;
- * 0 with a ValueError naming what is not. Guard() checks its slots once,
- * so that a match reads them unchecked. */
-int sj_valid_slot(PyObject *marks, PyObject *slot, int function);
+/* What Guard() learns of its slots as it checks their shapes: the marks
+ * and the leaf slot it reads them with, and how many arrays and numbered
+ * objects (functions, lists, dicts, objects) a match can take. */
+typedef struct {
+    PyObject *marks, *leaf_slot;
+    Py_ssize_t leaves, met;
+} Shape;
+
+/* 1 if slot is well formed (a function slot, if function), recursively, its
+ * arrays and numbered objects added to s; 0 with a ValueError naming what is
+ * not. Guard() checks its slots once, so that a match reads them unchecked
+ * and its buffers are sized to them. */
+int sj_valid_slot(Shape *s, PyObject *slot, int function);
 
 #endif

@@ -50,6 +50,17 @@ sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n)
     }
 }
 
+PyObject *
+sj_dict_of(PyObject *o)
+{
+    Py_INCREF(o);
+    PyObject *d = PyObject_GenericGetAttr(o, sj_str_dict);
+    Py_DECREF(o);
+    if (d != NULL && !PyDict_CheckExact(d))
+        Py_CLEAR(d);
+    return d;
+}
+
 static PyObject *
 current(PyObject *module, PyObject *unused)
 {

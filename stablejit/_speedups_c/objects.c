@@ -54,20 +54,19 @@ sj_objects_fit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t nkeys = 0;
     PyObject *result = Py_None;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *obj = PyList_GET_ITEM(objs, i);
-        /* object.__getattribute__(obj, "__dict__"), as the walk reads it */
-        PyObject *d = PyObject_GenericGetAttr(obj, sj_str_dict);
-        if (d == NULL) {
-            result = NULL;
+        /* Re-read at each step: the last __dict__ read may have run code
+         * that changed the list (None: the item-by-item check decides). */
+        if (PyList_GET_SIZE(objs) != n ||
+            (PyObject *)Py_TYPE(PyList_GET_ITEM(objs, i)) != PyList_GET_ITEM(types, i))
             goto done;
-        }
+        PyObject *obj = PyList_GET_ITEM(objs, i);
+        PyObject *d = sj_dict_of(obj);
         Py_ssize_t expected = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i));
-        if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != expected ||
-            j + expected > total) {
-            Py_DECREF(d);
+        if (d == NULL || PyDict_GET_SIZE(d) != expected || j + expected > total) {
+            Py_XDECREF(d);
             if (PyErr_Occurred())
                 result = NULL;
-            goto done; /* None: the item-by-item check decides */
+            goto done;
         }
         Py_ssize_t pos = 0;
         PyObject *k, *v;
@@ -78,10 +77,12 @@ sj_objects_fit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             j++;
         }
-        /* Each object, then its __dict__: the walk's order. */
+        /* Each object, then its __dict__: the walk's order. (Only their
+         * addresses are kept: the list holds them, unless a read changed
+         * it, and then the next step's check fails.) */
         keys[nkeys] = PyLong_FromVoidPtr(obj);
         keys[nkeys + 1] = keys[nkeys] == NULL ? NULL : PyLong_FromVoidPtr(d);
-        Py_DECREF(d); /* obj holds it */
+        Py_DECREF(d);
         if (keys[nkeys + 1] == NULL) {
             Py_XDECREF(keys[nkeys]);
             result = NULL;

@@ -86,6 +86,12 @@ PyObject *sj_adopt(PyObject *module, PyObject *cls);
 PyObject *sj_guard_call(PyObject *guard, PyObject *fn, PyObject *opts, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *kwnames);
 
+/* An object's __dict__ as the walk reads it (object.__getattribute__(o,
+ * "__dict__")), o held across the read, which runs its class's descriptor:
+ * code that may drop o's last other reference. A new reference to an exact
+ * dict; else NULL, with an error set if the read raised one. */
+PyObject *sj_dict_of(PyObject *o);
+
 /* objects.c: the guards' _Objects.fit past its check of the classes' kinds. */
 PyObject *sj_objects_fit(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

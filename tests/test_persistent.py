@@ -190,3 +190,30 @@ def test_shapes_devices_meshes_and_shardings_are_spelled_with_their_device_order
         )
 
     assert all(plain(s) for s in spelled)
+
+
+class ProcessWide:
+    """One instance for the process, importable by name, keyed by identity."""
+
+
+PROCESS_WIDE = ProcessWide()
+PROCESS_WIDE.__qualname__ = "PROCESS_WIDE"
+PROCESS_WIDE.__module__ = __name__
+
+
+def test_objects_keyed_by_identity_are_spelled_by_their_importable_name():
+    # stable_jit itself is one (a C object where the accelerator is built, read
+    # by every function that jits another), as is any class registered so.
+    from stablejit._fingerprint.classify import IDENTITY
+    from stablejit._fingerprint.kind import TABLE, register_kind
+
+    assert _persist._spell(stablejit.stable_jit)[0] == "obj"
+    assert "stablejit" in _persist._spell(stablejit.stable_jit)[1]
+    register_kind(ProcessWide, IDENTITY)
+    try:
+        spelled = _persist._spell(PROCESS_WIDE)
+        assert spelled[0] == "obj" and f"{__name__}:PROCESS_WIDE@" in spelled[1]
+        with pytest.raises(_persist.NotPersistable):  # no name leads back to it
+            _persist._spell(ProcessWide())
+    finally:
+        TABLE.pop(ProcessWide)

@@ -45,10 +45,10 @@ import numpy as np
 
 from .._config import config
 from .._fingerprint.code import is_library_file
-from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF
+from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE
 from .._fingerprint.sinks import SINK
+from .._fingerprint.values import Identity
 from .._markers import IdRef
-from .._native import NATIVE
 
 logger = logging.getLogger("stablejit")
 
@@ -112,10 +112,10 @@ def _origin(modname: str) -> str:
     return origin
 
 
-_BY_NAME = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType) + (
-    () if NATIVE is None else (NATIVE.Front,)  # stable_jit itself, with the accelerator
-)
-"""Objects spelled by their module and qualified name."""
+_BY_NAME = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+"""Objects spelled by their module and qualified name, as is any object whose
+kind keys it by identity (stable_jit itself, say, where the accelerator makes
+it a C object)."""
 
 
 def _qualified(obj) -> str:
@@ -174,7 +174,7 @@ def _spell(v) -> Any:
         raise NotPersistable(v.obj)
     if v is Ellipsis:
         return ("ellipsis",)
-    if isinstance(v, _BY_NAME):
+    if isinstance(v, _BY_NAME) or isinstance(TABLE.get(t), Identity):
         return ("obj", _qualified(v))
     if isinstance(v, np.ufunc):
         return ("ufunc", v.__name__)

@@ -130,6 +130,16 @@ def test_cache_info_counts_hits_misses_traces_compiles():
     assert "2 compiled, 3 hits, 2 misses, 3 traces" in repr(f)
 
 
+def test_cache_info_counts_the_hits_of_the_fast_path_too():
+    # A redefined closure's calls are served by its record's call function
+    # (in C where the accelerator is built) once it is compiled: each is a hit.
+    for _ in range(30):
+        _make(1.0)(jnp.ones(2))
+    info = _make(1.0).cache_info()
+    assert (info.hits, info.misses, info.traces) == (29, 1, 1)
+    assert "29 hits" in repr(_make(1.0))
+
+
 def test_cache_info_counts_evictions_and_keeps_counts_of_dropped_entries():
     stablejit.config.cache_size = 1
     for k in (1.0, 2.0, 1.0):

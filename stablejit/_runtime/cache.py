@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._config import config
+from .._native import NATIVE
 from .._registry import Memo, on_clear
 
 LOCK = threading.RLock()
@@ -51,8 +52,11 @@ ENTRIES: dict[Entry, None] = {}
 """The live entries, each once."""
 
 
-class Entry:
-    """One cached computation: a ``jax.jit`` of a canonical function."""
+class Entry(object if NATIVE is None else NATIVE.Counted):
+    """One cached computation: a ``jax.jit`` of a canonical function.
+
+    Its ``hits`` are a C field where the accelerator is built (its base,
+    ``Counted``), which a native hit counts without making an int."""
 
     __slots__ = (
         "jitted",
@@ -61,7 +65,7 @@ class Entry:
         "tag",
         "last_used",
         "hits_then",
-        "hits",
+        *(("hits",) if NATIVE is None else ()),
         "traces",
         "compiles",
         "trace_seconds",

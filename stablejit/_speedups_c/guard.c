@@ -97,7 +97,7 @@ sj_guard_call(PyObject *self, PyObject *fn, PyObject *opts, PyObject *const *arg
     /* Its slots, read and written where the entry's class keeps them (an
      * attribute lookup and store cost more than the rest of the checks). */
     if (entry != NULL && Py_TYPE(entry) == (PyTypeObject *)g->entry_type)
-        ready = *SLOT(entry, g->ready_offset);
+        ready = *SLOT(entry, g->ready_offset); /* (so entry is a Counted) */
     if (ready == NULL || ready == Py_None) {
         PyErr_Clear();
         result = sj_call_with(g->general, fn, opts, args, nargs, kwnames);
@@ -105,16 +105,7 @@ sj_guard_call(PyObject *self, PyObject *fn, PyObject *opts, PyObject *const *arg
         goto done;
     }
     Py_INCREF(ready);
-    /* entry.hits += 1 */
-    PyObject *hits = *SLOT(entry, g->hits_offset);
-    PyObject *more = hits == NULL ? NULL : PyNumber_Add(hits, sj_one);
-    if (more == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_AttributeError, "hits");
-        goto done;
-    }
-    *SLOT(entry, g->hits_offset) = more;
-    Py_DECREF(hits); /* an int: frees nothing else */
+    ((Counted *)entry)->hits++;
 
     Py_ssize_t n = t.n;
     for (i = 0; i < nargs + nkw; i++)
@@ -173,8 +164,12 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Shape shape = {o[6], o[3], 0, 0};
     if (!sj_valid_slot(&shape, o[0], 1))
         return NULL;
-    Py_ssize_t ready_offset = sj_slot_offset(o[12], "ready"), hits_offset = sj_slot_offset(o[12], "hits");
-    if (ready_offset < 0 || hits_offset < 0)
+    if (!PyType_IsSubtype((PyTypeObject *)o[12], &sj_CountedType)) {
+        PyErr_SetString(PyExc_TypeError, "Guard: entry_type must be a subclass of Counted");
+        return NULL;
+    }
+    Py_ssize_t ready_offset = sj_slot_offset(o[12], "ready");
+    if (ready_offset < 0)
         return NULL;
     Guard *g = (Guard *)type->tp_alloc(type, 0);
     if (g == NULL)
@@ -183,7 +178,6 @@ guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     g->max_leaves = shape.leaves;
     g->max_met = shape.met;
     g->ready_offset = ready_offset;
-    g->hits_offset = hits_offset;
     g->vectorcall = guard_vectorcall;
     return (PyObject *)g;
 }
@@ -202,3 +196,17 @@ PyTypeObject sj_GuardType = {
               "and the call of the entry's jax.jit, in C.",
 };
 
+
+static PyMemberDef counted_members[] = {
+    {"hits", T_PYSSIZET, offsetof(Counted, hits), 0, "calls served from this entry"},
+    {NULL},
+};
+
+PyTypeObject sj_CountedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stablejit._speedups.Counted",
+    .tp_basicsize = sizeof(Counted),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = counted_members,
+    .tp_doc = "The base of the cache's entries: hits, an int a Guard counts in place.",
+};

@@ -36,8 +36,8 @@ typedef struct {
     PyObject *general;    /* general(fn, opts, *args, **kwargs) */
     PyObject *plainly;    /* plainly(fn, opts, error, args, kwargs) */
     PyObject *mismatch;   /* the exception type that plainly handles */
-    PyObject *entry_type; /* the cache entries' class, whose slots ready and hits are read */
-    Py_ssize_t ready_offset, hits_offset; /* where its instances keep them */
+    PyObject *entry_type; /* the cache entries' class (a Counted), whose slot ready is read */
+    Py_ssize_t ready_offset; /* where its instances keep it */
     Py_ssize_t max_leaves; /* the most arrays the slots can take (counted by sj_valid_slot) */
     Py_ssize_t max_met;    /* the most objects they number (functions, lists, dicts, objects) */
 } Guard;

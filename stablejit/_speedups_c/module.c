@@ -3,7 +3,7 @@
 
 THREAD_LOCAL PyObject *sj_current_fn = NULL;
 THREAD_LOCAL PyObject *sj_current_frame = NULL;
-PyObject *sj_str_sinks, *sj_str_dict, *sj_one;
+PyObject *sj_str_sinks, *sj_str_dict;
 
 #define HELD(o, offset) ((PyObject **)((char *)(o) + (offset)))
 
@@ -93,18 +93,18 @@ PyInit__speedups(void)
 {
     sj_str_sinks = PyUnicode_InternFromString("SINKS");
     sj_str_dict = PyUnicode_InternFromString("__dict__");
-    sj_one = PyLong_FromLong(1);
-    if (sj_str_sinks == NULL || sj_one == NULL || sj_str_dict == NULL)
+    if (sj_str_sinks == NULL || sj_str_dict == NULL)
         return NULL;
-    if (PyType_Ready(&sj_GuardType) < 0 || PyType_Ready(&sj_FrontType) < 0 ||
-        PyType_Ready(&sj_JittedType) < 0)
-        return NULL;
+    PyTypeObject *types[] = {&sj_GuardType, &sj_FrontType, &sj_JittedType, &sj_CountedType};
+    const char *names[] = {"Guard", "Front", "Jitted", "Counted"};
+    for (int i = 0; i < 4; i++) {
+        if (PyType_Ready(types[i]) < 0)
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyTypeObject *types[] = {&sj_GuardType, &sj_FrontType, &sj_JittedType};
-    const char *names[] = {"Guard", "Front", "Jitted"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

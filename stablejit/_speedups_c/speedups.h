@@ -20,8 +20,8 @@
 extern THREAD_LOCAL PyObject *sj_current_fn;
 extern THREAD_LOCAL PyObject *sj_current_frame;
 
-/* Interned attribute names and the int 1, made once by the module's init. */
-extern PyObject *sj_str_sinks, *sj_str_dict, *sj_one;
+/* Interned attribute names, made once by the module's init. */
+extern PyObject *sj_str_sinks, *sj_str_dict;
 
 /* A type's layout for its GC plumbing: the offsets of the objects it holds
  * (-1 ends them) and of its weak references (0: none). */
@@ -52,8 +52,16 @@ void sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n
 #define SMALL_STACK 16
 
 extern PyTypeObject sj_GuardType;  /* guard.c */
+extern PyTypeObject sj_CountedType; /* guard.c */
 extern PyTypeObject sj_FrontType;  /* front.c */
 extern PyTypeObject sj_JittedType; /* jitted.c */
+
+/* guard.c: the cache entries' base, whose hits a Guard counts without
+ * making an int per call. */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t hits;
+} Counted;
 
 /* jitted.c: StableJitted's base, a call function with its fn and options. */
 typedef struct {

@@ -419,3 +419,37 @@ def test_closures_served_by_call_functions_traced_inside_each_other_find_their_o
         assert jitted._call is _record(jitted.__wrapped__).call is not None
         if native.NATIVE is not None:
             assert (type(jitted._call) is native.NATIVE.Guard) is native_if_built
+
+
+def test_defaults_computed_at_each_definition_take_the_fast_path(
+    record_checks, traced, monkeypatch
+):
+    # `def f(x, m=n, *, k=scale)` builds a new tuple and dict at each definition:
+    # equal atoms in them are the same key, checked without the full walk.
+    from stablejit._runtime import calls
+
+    def make(n, scale):
+        def f(x, m=n, *, k=scale):
+            _traced()
+            return x * m + k
+
+        return stable_jit(f)
+
+    x = jnp.ones(2)
+    for _ in range(4):
+        np.testing.assert_allclose(make(3, 0.5)(x), x * 3 + 0.5)
+    walks = []
+    real = calls.call_key
+    monkeypatch.setattr(calls, "call_key", lambda *a: walks.append(1) or real(*a))
+    for _ in range(3):
+        np.testing.assert_allclose(make(3, float("0.5"))(x), x * 3 + 0.5)  # another float
+    assert (walks, traced()) == ([], 1)
+    # Other values are other keys: a number, a float's sign, a bool for an int.
+    for n, scale, want in [
+        (4, 0.5, x * 4 + 0.5),
+        (3, 0.0, x * 3),
+        (3, -0.0, x * 3),
+        (True, -0.0, x),
+    ]:
+        np.testing.assert_allclose(make(n, scale)(x), want)
+    assert traced() == 5

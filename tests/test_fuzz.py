@@ -221,6 +221,19 @@ def make(c0, c1):
 """
 NAMES_NESTED = ["G0", "c0", "c1"]
 
+# Defaults computed at each definition (a new tuple and dict each time):
+# re-checked atom by atom by the same fast path; rebound in place as well.
+SOURCE_DEFAULTS = """
+def make(c0, c1):
+    def f(x, k=c1, *, s=c0):
+        if isinstance(x, jax.core.Tracer):
+            T.append(1)
+        return x * G0 + P(k) + jnp.copysign(1.0, s) + s
+
+    return f
+"""
+NAMES_DEFAULTS = ["G0", "c0", "c1"]
+
 # Containers and plain objects (a params dict, a list of logits processors),
 # which the fast path re-checks item by item, in bulk, or compiled: ``c1`` is
 # an attribute of an object the closure holds in a list, rebound in place.
@@ -265,6 +278,7 @@ class Program:
         exec(compile(source, "<fuzz program>", "exec"), self.ns)
         self.fast = source is not SOURCE
         self.objects = source is SOURCE_CONTAINERS
+        self.defaults = source is SOURCE_DEFAULTS
         self.names = names
         self.lift = lift  # stable_jit's lift_scalars
         self.vals = dict(vals)
@@ -290,8 +304,10 @@ class Program:
             self.ns["PART"] = functools.partial(self.ns["g2"], b=value)
         elif name == "v":
             self.holder.v = value
-        elif name == "c2":
+        elif name == "c2" or (self.defaults and name == "c1"):
             self.f.__defaults__ = (value,)
+        elif self.defaults and name == "c0":
+            self.f.__kwdefaults__ = {"s": value}
         elif name == "c1" and self.objects:
             _cell(self.f, "objs")[0].v = value  # the object's state, in place
         else:
@@ -367,11 +383,12 @@ def test_random_closure_programs_match_eager_and_trace_once_per_configuration(va
 
 
 # Programs whose every value the fast path re-checks: flat, nested (closures
-# of closures in tuples), and nested under lift_scalars=True.
+# of closures in tuples), nested under lift_scalars=True, and in defaults.
 FAST_PROGRAMS = {
     "plain": (SOURCE_FAST, NAMES_FAST, False),
     "nested": (SOURCE_NESTED, NAMES_NESTED, False),
     "lifted": (SOURCE_NESTED, NAMES_NESTED, True),
+    "defaults": (SOURCE_DEFAULTS, NAMES_DEFAULTS, False),
 }
 
 

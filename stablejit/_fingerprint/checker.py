@@ -36,6 +36,7 @@ from .guards import (
     TupleSlot,
     get_attr,
     same_atom,
+    same_defaults,
     same_names,
     undo,
 )
@@ -217,11 +218,15 @@ def _emit(w: _Writer, i: int, slot, v: str) -> None:
 def _emit_record(w: _Writer, i: int, record, fn: str) -> None:
     """Lines that fail unless function ``fn`` fits ``record``'s checks (those
     of a nested function's record written out in its parent's function)."""
-    header = (
-        f"id({fn}.__globals__) != {record.g_id} or id({fn}.__builtins__) != {record.b_id} "
-        f"or {fn}.__defaults__ is not {w.const(record.defaults)} "
-        f"or {fn}.__kwdefaults__ is not {w.const(record.kwdefaults)} or {fn}.__dict__"
-    )
+    same = w.const(same_defaults)
+    header = f"id({fn}.__globals__) != {record.g_id} or id({fn}.__builtins__) != {record.b_id}"
+    for attr, expected in (
+        ("__defaults__", record.defaults),
+        ("__kwdefaults__", record.kwdefaults),
+    ):
+        d, e = f"{fn}.{attr}", w.const(expected)
+        header += f" or ({d} is not {e} and not {same}({d}, {e}))"
+    header += f" or {fn}.__dict__"
     if id(record.sinks) not in w.sinks_checked:
         header += f" or sinks is not {w.const(record.sinks)}"
         w.sinks_checked.add(id(record.sinks))

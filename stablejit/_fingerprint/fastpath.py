@@ -19,7 +19,16 @@ from __future__ import annotations
 
 from .checker import compile_match
 from .code import FastRecords
-from .guards import ATOM_TYPES, LEAF_SLOT, SEEN_SLOTS, LiftedSlot, RefSlot, slot_fits, undo
+from .guards import (
+    ATOM_TYPES,
+    LEAF_SLOT,
+    SEEN_SLOTS,
+    LiftedSlot,
+    RefSlot,
+    same_defaults,
+    slot_fits,
+    undo,
+)
 from .kind import LEAF, LIFTED_SCALAR, MISSING, NO_SLOT, TABLE, ref_number
 from .parts import CELL, DEFAULTS, GLOBAL, KWDEFAULTS, SUNK
 from .sinks import is_sink_key
@@ -96,8 +105,8 @@ class FastPath:
         """A fast path for ``fn``'s code, or None if ``fn`` has other children
         (``w``: the walk that just keyed ``fn`` as ``key``, its parts
         ``places`` as ``part_keys``; see :mod:`.parts`)."""
-        # Defaults are re-checked as one object, so they must hold no leaves:
-        # atoms, and under lift_scalars no numbers that it lifts.
+        # Defaults are re-checked as atoms (see same_defaults), so they must
+        # hold no leaves: under lift_scalars, no numbers that it lifts.
         allowed = ATOM_TYPES if w.lift is None else ATOM_TYPES - {float, complex}
         for d in (fn.__defaults__, fn.__kwdefaults__):
             values = d.values() if isinstance(d, dict) else d or ()
@@ -169,8 +178,14 @@ class FastPath:
             id(fn.__globals__) != self.g_id
             or id(fn.__builtins__) != self.b_id
             or sinks is not self.sinks
-            or fn.__defaults__ is not self.defaults
-            or fn.__kwdefaults__ is not self.kwdefaults
+            or (
+                fn.__defaults__ is not self.defaults
+                and not same_defaults(fn.__defaults__, self.defaults)
+            )
+            or (
+                fn.__kwdefaults__ is not self.kwdefaults
+                and not same_defaults(fn.__kwdefaults__, self.kwdefaults)
+            )
             or fn.__dict__
         ):
             return None

@@ -39,6 +39,19 @@ def same_atom(v, expected) -> bool:
     return repr(v) == repr(expected) if t is float or t is complex else v == expected
 
 
+def same_defaults(d, expected) -> bool:
+    """Whether ``d`` (a function's ``__defaults__`` or ``__kwdefaults__``)
+    has the key of ``expected``, one of atoms: ``def f(x, n=n)`` builds a new
+    tuple at each definition, of equal atoms if ``n`` is equal."""
+    if d is expected:
+        return True
+    if type(d) is not type(expected) or len(d) != len(expected):
+        return False
+    if type(d) is dict:
+        return list(d) == list(expected) and all(map(same_atom, d.values(), expected.values()))
+    return all(map(same_atom, d, expected))
+
+
 def undo(leaves, n, seen, n_seen) -> None:
     """Undoes what a failed match appended and numbered (past ``n`` leaves
     and ``n_seen`` numbers), so the walk that follows starts clean."""

@@ -107,6 +107,39 @@ same_atom(PyObject *v, PyObject *expected)
     return 0; /* bool and None are singletons, met by identity */
 }
 
+/* guards.same_defaults: a function's __defaults__ or __kwdefaults__ d has the
+ * key of expected, one of atoms (a def builds them anew: equal atoms, other
+ * objects). */
+static int
+same_defaults(PyObject *d, PyObject *expected)
+{
+    if (d == expected)
+        return 1;
+    if (Py_TYPE(d) != Py_TYPE(expected))
+        return 0;
+    if (PyTuple_CheckExact(d)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(d);
+        if (n != PyTuple_GET_SIZE(expected))
+            return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PyTuple_GET_ITEM(d, i), *y = PyTuple_GET_ITEM(expected, i);
+            if (x != y && !same_atom(x, y))
+                return 0;
+        }
+        return 1;
+    }
+    if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != PyDict_GET_SIZE(expected))
+        return 0;
+    Py_ssize_t pos = 0, pos_e = 0;
+    PyObject *k, *v, *k_e, *v_e;
+    /* Atoms and string keys only: no Python code runs to change either dict. */
+    while (PyDict_Next(d, &pos, &k, &v) && PyDict_Next(expected, &pos_e, &k_e, &v_e)) {
+        if ((k != k_e && !same_atom(k, k_e)) || (v != v_e && !same_atom(v, v_e)))
+            return 0;
+    }
+    return 1;
+}
+
 /* -- containers ----------------------------------------------------------- */
 
 /* The items of v (a tuple, or a list re-read at each step: an object's
@@ -260,8 +293,9 @@ sj_function_fits(Guard *g, PyObject *fn, PyObject *slot, Taken *t)
     if (f->func_code != code_of(PyTuple_GET_ITEM(slot, 1)) ||
         (void *)f->func_globals != PyLong_AsVoidPtr(PyTuple_GET_ITEM(slot, 2)) ||
         (void *)f->func_builtins != PyLong_AsVoidPtr(PyTuple_GET_ITEM(slot, 3)) ||
-        (f->func_defaults ? f->func_defaults : Py_None) != PyTuple_GET_ITEM(slot, 4) ||
-        (f->func_kwdefaults ? f->func_kwdefaults : Py_None) != PyTuple_GET_ITEM(slot, 5) ||
+        !same_defaults(f->func_defaults ? f->func_defaults : Py_None, PyTuple_GET_ITEM(slot, 4)) ||
+        !same_defaults(f->func_kwdefaults ? f->func_kwdefaults : Py_None,
+                       PyTuple_GET_ITEM(slot, 5)) ||
         (f->func_dict != NULL && PyDict_GET_SIZE(f->func_dict) != 0) ||
         !PyDict_CheckExact(f->func_globals) || !PyDict_CheckExact(f->func_builtins))
         return 0;
@@ -288,96 +322,4 @@ sj_function_fits(Guard *g, PyObject *fn, PyObject *slot, Taken *t)
         }
     }
     return 1;
-}
-
-/* -- the slots' shapes, checked once ---------------------------------------- */
-
-static int
-invalid(const char *what)
-{
-    PyErr_Format(PyExc_ValueError, "Guard: malformed slot: %s", what);
-    return 0;
-}
-
-static int
-valid_items(Shape *s, PyObject *items)
-{
-    if (!PyTuple_CheckExact(items))
-        return invalid("item slots are not a tuple");
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
-        if (!sj_valid_slot(s, PyTuple_GET_ITEM(items, i), 0))
-            return 0;
-    }
-    return 1;
-}
-
-static int
-is_mark(PyObject *marks, PyObject *slot, int which, Py_ssize_t size)
-{
-    return PyTuple_GET_ITEM(slot, 0) == PyTuple_GET_ITEM(marks, which) &&
-           PyTuple_GET_SIZE(slot) == size;
-}
-
-int
-sj_valid_slot(Shape *s, PyObject *slot, int function)
-{
-    if (Py_EnterRecursiveCall(" in Guard's slot check"))
-        return 0;
-    int ok = 1;
-    PyObject *marks = s->marks;
-    int marked = PyTuple_CheckExact(slot) && PyTuple_GET_SIZE(slot) >= 2 &&
-                 Py_TYPE(PyTuple_GET_ITEM(slot, 0)) == Py_TYPE(PyTuple_GET_ITEM(marks, 0));
-    if (function && !(marked && is_mark(marks, slot, MARK_FUNCTION, 9)))
-        ok = invalid("not a function slot of 9 items");
-    else if (!marked)
-        s->leaves += slot == s->leaf_slot; /* else the very object or an atom */
-    else if (is_mark(marks, slot, MARK_FUNCTION, 9)) {
-        s->met++;
-        ok = PyLong_CheckExact(PyTuple_GET_ITEM(slot, 2)) &&
-             PyLong_CheckExact(PyTuple_GET_ITEM(slot, 3)) &&
-             PyTuple_CheckExact(PyTuple_GET_ITEM(slot, 6)) &&
-             PyTuple_CheckExact(PyTuple_GET_ITEM(slot, 7)) &&
-             PyTuple_GET_SIZE(PyTuple_GET_ITEM(slot, 6)) ==
-                 PyTuple_GET_SIZE(PyTuple_GET_ITEM(slot, 7));
-        ok = ok ? valid_items(s, PyTuple_GET_ITEM(slot, 7)) &&
-                      valid_items(s, PyTuple_GET_ITEM(slot, 8))
-                : invalid("a function slot's ids, names or global slots");
-    }
-    else if (is_mark(marks, slot, MARK_DICT, 3)) {
-        PyObject *keys = PyTuple_GET_ITEM(slot, 1), *items = PyTuple_GET_ITEM(slot, 2);
-        s->met++;
-        ok = PyTuple_CheckExact(keys) && PyTuple_CheckExact(items) &&
-                     PyTuple_GET_SIZE(keys) == PyTuple_GET_SIZE(items)
-                 ? valid_items(s, items)
-                 : invalid("a dict slot's keys and items");
-    }
-    else if (is_mark(marks, slot, MARK_TUPLE, 3)) { /* a tuple is not numbered */
-        PyObject *tp = PyTuple_GET_ITEM(slot, 1);
-        ok = PyType_Check(tp) && PyType_IsSubtype((PyTypeObject *)tp, &PyTuple_Type)
-                 ? valid_items(s, PyTuple_GET_ITEM(slot, 2))
-                 : invalid("a tuple slot's type is no tuple type");
-    }
-    else if (is_mark(marks, slot, MARK_LIST, 2)) {
-        s->met++;
-        ok = valid_items(s, PyTuple_GET_ITEM(slot, 1));
-    }
-    else if (is_mark(marks, slot, MARK_REF, 2))
-        ok = PyLong_CheckExact(PyTuple_GET_ITEM(slot, 1)) || invalid("a back reference's number");
-    else if (is_mark(marks, slot, MARK_OBJECT, 4)) {
-        PyObject *dict_slot = PyTuple_GET_ITEM(slot, 3);
-        s->met++; /* and its __dict__, as a dict slot */
-        ok = PyType_Check(PyTuple_GET_ITEM(slot, 1)) && PyTuple_CheckExact(dict_slot) &&
-                     PyTuple_GET_SIZE(dict_slot) == 3 &&
-                     PyTuple_GET_ITEM(dict_slot, 0) == PyTuple_GET_ITEM(marks, MARK_DICT)
-                 ? sj_valid_slot(s, dict_slot, 0)
-                 : invalid("an object slot's class or dict slot");
-    }
-    else if (is_mark(marks, slot, MARK_LIFTED, 2)) {
-        s->leaves++;
-        ok = PyType_Check(PyTuple_GET_ITEM(slot, 1)) || invalid("a lifted slot's type");
-    }
-    else
-        ok = invalid("an unknown mark, or the wrong number of items");
-    Py_LeaveRecursiveCall();
-    return ok;
 }

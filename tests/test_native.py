@@ -12,11 +12,13 @@ import os
 import subprocess
 import sys
 import sysconfig
+import weakref
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import stablejit
 from stablejit import _native as native
 from stablejit import stable_jit
 
@@ -272,7 +274,7 @@ def test_wrappers_made_and_dropped_on_every_call_come_back_clean():
         stable_jit(_scaled(2.0))(x)
     old = stable_jit(_scaled(2.0))
     old.note = "set by the caller"
-    dead = __import__("weakref").ref(old)
+    dead = weakref.ref(old)
     del old
     assert dead() is None
     many = [stable_jit(_scaled(float(k))) for k in range(40)]  # more than are kept
@@ -287,7 +289,6 @@ def test_wrappers_made_and_dropped_on_every_call_come_back_clean():
 def test_stable_jit_finds_the_records_clear_cache_made_anew():
     # stable_jit remembers the last code it made a wrapper for, with its
     # records; clear_cache replaces them, and the memo with them.
-    import stablejit
     from stablejit._fingerprint.code import code_info
 
     x = jnp.arange(3.0)
@@ -304,8 +305,6 @@ def test_stable_jit_finds_the_records_clear_cache_made_anew():
 
 def _python_frames_of_stablejit(call):
     """The stablejit functions written in Python that ``call()`` enters."""
-    import stablejit
-
     root = os.path.dirname(stablejit.__file__)
     entered = []
 

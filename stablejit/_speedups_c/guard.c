@@ -196,7 +196,6 @@ PyTypeObject sj_GuardType = {
               "and the call of the entry's jax.jit, in C.",
 };
 
-
 static PyMemberDef counted_members[] = {
     {"hits", T_PYSSIZET, offsetof(Counted, hits), 0, "calls served from this entry"},
     {NULL},

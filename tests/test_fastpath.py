@@ -421,6 +421,37 @@ def test_closures_served_by_call_functions_traced_inside_each_other_find_their_o
             assert (type(jitted._call) is native.NATIVE.Guard) is native_if_built
 
 
+def test_a_native_call_traced_inside_a_python_calls_trace_finds_its_own(traced):
+    # The Guard publishes its function with the entry it calls; a trace of
+    # that entry started inside another call's trace (whose Python frame is
+    # further down the stack) is the Guard's.
+    def inner_of(s):
+        def inner(x):
+            _TRACED.append(None)  # (inline: a helper function would need the Python checks)
+            return x * s
+
+        return stable_jit(inner)
+
+    def outer_of(w):  # holds a NumPy constant: checked in Python
+        host = np.zeros(1, np.float32)
+
+        def outer(x):
+            _TRACED.append(None)
+            padded = inner_of(3.0)(jnp.concatenate([x, jnp.zeros(10)]))  # shapes it never saw
+            return padded[: x.shape[0]] + w + host
+
+        return stable_jit(outer)
+
+    for n in range(1, 6):
+        w, x = jnp.full(n, 2.0), jnp.arange(float(n))
+        np.testing.assert_allclose(inner_of(3.0)(x), x * 3.0)
+        np.testing.assert_allclose(outer_of(w)(x), x * 3.0 + w)
+    assert traced() == 3 * 5
+    if native.NATIVE is not None:
+        assert type(inner_of(3.0)._call) is native.NATIVE.Guard
+        assert type(outer_of(w)._call) is not native.NATIVE.Guard
+
+
 def test_defaults_computed_at_each_definition_take_the_fast_path(
     record_checks, traced, monkeypatch
 ):
@@ -453,3 +484,32 @@ def test_defaults_computed_at_each_definition_take_the_fast_path(
     ]:
         np.testing.assert_allclose(make(n, scale)(x), want)
     assert traced() == 5
+
+
+def test_a_record_made_under_one_side_channel_table_is_not_used_under_another(
+    record_checks, traced, monkeypatch
+):
+    # A record's checks skip the side channels known when it was made; once
+    # the table is replaced (a trace found a new one), the record may skip
+    # what is no longer right to skip, so the next call takes the full walk.
+    from stablejit._fingerprint import sinks
+    from stablejit._runtime import calls
+
+    def make(scale):
+        def f(x):
+            _traced()
+            return x * scale
+
+        return stable_jit(f)
+
+    x = jnp.ones(2)
+    for _ in range(4):
+        make(2.0)(x)
+    walks = []
+    real = calls.call_key
+    monkeypatch.setattr(calls, "call_key", lambda *a: walks.append(1) or real(*a))
+    make(2.0)(x)
+    assert walks == []
+    sinks.add([([], sinks.ALL)])
+    np.testing.assert_allclose(make(2.0)(x), x * 2.0)
+    assert (len(walks), traced()) == (1, 1)

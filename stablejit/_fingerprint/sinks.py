@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from .._markers import IdRef, sentinel
+from .._native import NATIVE
 from .._registry import on_clear
 
 ALL = None
@@ -41,14 +42,28 @@ SINKS: dict[int, tuple[object, frozenset | None]] = {}
 """id(container) → (container, names left out of keys, or ALL).
 
 Replaced, never mutated, so a walk that reads it once sees one consistent
-version (keys and rebuilds must agree on what they skip).
+version (keys and rebuilds must agree on what they skip), and a fast-path
+record made under one version knows it by identity. Replaced only by
+:func:`_publish`.
 """
 
 _LOCK = threading.Lock()
 
 
-def add(changes: list[tuple[object, frozenset | None]]) -> None:
+def _publish(new: dict) -> None:
+    """Makes ``new`` the side channels' table, for the C accelerator's
+    checks too: they compare a pointer it holds, not ``SINKS``'s binding
+    here, which would cost a dict lookup per call."""
     global SINKS
+    SINKS = new
+    if NATIVE is not None:
+        NATIVE.publish_sinks(new)
+
+
+_publish(SINKS)
+
+
+def add(changes: list[tuple[object, frozenset | None]]) -> None:
     with _LOCK:
         new = dict(SINKS)
         for obj, names in changes:
@@ -56,7 +71,7 @@ def add(changes: list[tuple[object, frozenset | None]]) -> None:
             if old is not None and old[0] is obj:
                 names = ALL if names is ALL or old[1] is ALL else old[1] | names
             new[id(obj)] = (obj, names)
-        SINKS = new
+        _publish(new)
 
 
 @on_clear
@@ -64,9 +79,8 @@ def forget() -> None:
     """Forgets every side channel (``stablejit.clear_cache()``): their
     containers are held no longer, and a later trace finds again those it
     still writes, as the first trace of a process does."""
-    global SINKS
     with _LOCK:
-        SINKS = {}
+        _publish({})
 
 
 def sink_of(w, v):

@@ -65,21 +65,24 @@ def entry_point(func):
     return func
 
 
-def current_callable():
-    """The callable whose stablejit call is being traced.
+def current_callable(entry: Entry):
+    """The callable whose stablejit call of ``entry`` is being traced.
 
-    Read from the nearest stablejit entry point on the Python stack (a call
-    function compiled for a record counts as one), where it is the local
-    ``fn``: tracing is synchronous, so that frame is there, and the hot path
-    pays nothing to publish the callable. A native call function (see
-    :mod:`.hot`) has no frame: it publishes the callable with the frame it
-    was called from, which places it among the others.
+    A native call function (see :mod:`.hot`) has no frame: it publishes the
+    callable with the entry whose ``jax.jit`` it calls, for as long as the
+    call runs. If that is ``entry``, the trace is that call's. (A Python
+    call of the same entry traced inside it would be the same key re-entered
+    within its own trace, a recursion that never ends under ``jax.jit``
+    either.) Else it is read from the nearest stablejit entry point on the
+    Python stack (a call function compiled for a record counts as one),
+    where it is the local ``fn``: tracing is synchronous, so that frame is
+    there, and the hot path pays nothing to publish the callable.
     """
-    native_fn, native_frame = NATIVE.current() if NATIVE is not None else (None, None)
+    native_fn, native_entry = NATIVE.current() if NATIVE is not None else (None, None)
+    if native_entry is entry:
+        return native_fn
     frame = sys._getframe(2)
     while frame is not None:
-        if frame is native_frame:
-            return native_fn
         code = frame.f_code
         if code in _ENTRY_CODES or code.co_filename == CALL_FILENAME:
             return frame.f_locals["fn"]
@@ -112,7 +115,7 @@ def make_canonical(
     """
 
     def canonical(*args, **kwargs):
-        fn = current_callable()
+        fn = current_callable(entry)
         rest, kwargs = unwrap(args[n_leaves:], kwargs)
         if adaptive and entry.traces and entry.ready is entry.jitted is not None:
             if aux_holds_callables((rest, kwargs)):
@@ -176,7 +179,7 @@ def ready_for(entry: Entry, jitted: Callable) -> Callable:
         return jitted
 
     def replaying(*args, **kwargs):
-        if replay.first_call(entry.callers, current_callable()):
+        if replay.first_call(entry.callers, current_callable(entry)):
             replay.emit(entry.warnings)
         return jitted(*args, **kwargs)
 

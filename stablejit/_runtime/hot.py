@@ -86,7 +86,6 @@ def _native(record, code, general, plainly):
         return None
     return native.NATIVE.Guard(
         top=top,
-        sinks_ns=vars(sinks),
         sinks=record.sinks,
         leaf_slot=LEAF_SLOT,
         leaf_types=LEAF_TYPES,

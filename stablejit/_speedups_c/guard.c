@@ -1,9 +1,9 @@
 /* The Guard: a fast-path record's call function (see README.md here). */
 #include "guard.h"
 
-#define GUARD_FIELDS 13
+#define GUARD_FIELDS 12
 static const Py_ssize_t guard_held[GUARD_FIELDS + 1] = {
-    offsetof(Guard, top),      offsetof(Guard, sinks_ns), offsetof(Guard, sinks),
+    offsetof(Guard, top),      offsetof(Guard, sinks),
     offsetof(Guard, leaf_slot), offsetof(Guard, leaf_types), offsetof(Guard, missing),
     offsetof(Guard, marks),    offsetof(Guard, table),    offsetof(Guard, entries),
     offsetof(Guard, general),  offsetof(Guard, plainly),  offsetof(Guard, mismatch),
@@ -53,10 +53,8 @@ done:
 static int
 matches(Guard *g, PyObject *fn, Taken *t)
 {
-    if (PyDict_GetItemWithError(g->sinks_ns, sj_str_sinks) != g->sinks) {
-        PyErr_Clear();
+    if (g->sinks != sj_sinks_now)
         return 0;
-    }
     t->met[t->n_met++] = fn;
     return sj_function_fits(g, fn, g->top, t);
 }
@@ -110,12 +108,18 @@ sj_guard_call(PyObject *self, PyObject *fn, PyObject *opts, PyObject *const *arg
     Py_ssize_t n = t.n;
     for (i = 0; i < nargs + nkw; i++)
         t.leaves[n++] = args[i];
-    PyObject *fn_before = sj_current_fn, *frame_before = sj_current_frame;
+    /* Published by the entry, not by the frame it was called from: on 3.11+
+     * PyEval_GetFrame makes the caller's frame object, which a redefined
+     * closure's caller pays for on every call (see canonical.py's
+     * current_callable). */
+    PyObject *fn_before = sj_current_fn, *entry_before = sj_current_entry;
+    Py_INCREF(entry);
     sj_current_fn = fn;
-    sj_current_frame = (PyObject *)PyEval_GetFrame();
+    sj_current_entry = entry;
     result = PyObject_Vectorcall(ready, t.leaves, n - nkw, kwnames);
     sj_current_fn = fn_before;
-    sj_current_frame = frame_before;
+    sj_current_entry = entry_before;
+    Py_DECREF(entry);
     if (result == NULL && PyErr_ExceptionMatches(g->mismatch))
         result = call_plainly(g, fn, opts, args, nargs, kwnames);
 done:
@@ -147,28 +151,27 @@ static PyObject *
 guard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     /* The fields in guard_held's order. */
-    static char *kwlist[] = {"top",     "sinks_ns", "sinks",   "leaf_slot", "leaf_types",
-                             "missing", "marks",    "table",   "entries",   "general",
-                             "plainly", "mismatch", "entry_type", NULL};
+    static char *kwlist[] = {"top",     "sinks",   "leaf_slot", "leaf_types", "missing",
+                             "marks",   "table",   "entries",   "general",    "plainly",
+                             "mismatch", "entry_type", NULL};
     PyObject *o[GUARD_FIELDS];
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "O!O!O!OO!OO!O!O!OOOO!", kwlist, &PyTuple_Type, &o[0], &PyDict_Type,
-            &o[1], &PyDict_Type, &o[2], &o[3], &PySet_Type, &o[4], &o[5], &PyTuple_Type, &o[6],
-            &PyDict_Type, &o[7], &PyDict_Type, &o[8], &o[9], &o[10], &o[11], &PyType_Type,
-            &o[12]))
+            args, kwargs, "O!O!OO!OO!O!O!OOOO!", kwlist, &PyTuple_Type, &o[0], &PyDict_Type,
+            &o[1], &o[2], &PySet_Type, &o[3], &o[4], &PyTuple_Type, &o[5], &PyDict_Type, &o[6],
+            &PyDict_Type, &o[7], &o[8], &o[9], &o[10], &PyType_Type, &o[11]))
         return NULL;
-    if (PyTuple_GET_SIZE(o[6]) != N_MARKS) {
+    if (PyTuple_GET_SIZE(o[5]) != N_MARKS) {
         PyErr_Format(PyExc_ValueError, "Guard: marks must hold %d marks", N_MARKS);
         return NULL;
     }
-    Shape shape = {o[6], o[3], 0, 0};
+    Shape shape = {o[5], o[2], 0, 0};
     if (!sj_valid_slot(&shape, o[0], 1))
         return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)o[12], &sj_CountedType)) {
+    if (!PyType_IsSubtype((PyTypeObject *)o[11], &sj_CountedType)) {
         PyErr_SetString(PyExc_TypeError, "Guard: entry_type must be a subclass of Counted");
         return NULL;
     }
-    Py_ssize_t ready_offset = sj_slot_offset(o[12], "ready");
+    Py_ssize_t ready_offset = sj_slot_offset(o[11], "ready");
     if (ready_offset < 0)
         return NULL;
     Guard *g = (Guard *)type->tp_alloc(type, 0);

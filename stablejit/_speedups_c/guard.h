@@ -25,8 +25,7 @@ typedef struct {
     /* The objects it holds: GUARD_FIELDS of them, in the order of guard_held
      * (which is that of its keywords). */
     PyObject *top;        /* the record's own function slot (MARK_FUNCTION's, code held) */
-    PyObject *sinks_ns;   /* the dict holding SINKS (the sinks module's) */
-    PyObject *sinks;      /* what SINKS must be */
+    PyObject *sinks;      /* what SINKS must be (sj_sinks_now: the one published last) */
     PyObject *leaf_slot;  /* the slot meaning "an array of a lifted type" */
     PyObject *leaf_types; /* set of those types */
     PyObject *missing;    /* what an unbound name or an empty cell reads as */

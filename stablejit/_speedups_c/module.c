@@ -2,8 +2,9 @@
 #include "speedups.h"
 
 THREAD_LOCAL PyObject *sj_current_fn = NULL;
-THREAD_LOCAL PyObject *sj_current_frame = NULL;
-PyObject *sj_str_sinks, *sj_str_dict;
+THREAD_LOCAL PyObject *sj_current_entry = NULL;
+PyObject *sj_str_dict;
+PyObject *sj_sinks_now = NULL;
 
 #define HELD(o, offset) ((PyObject **)((char *)(o) + (offset)))
 
@@ -66,13 +67,28 @@ current(PyObject *module, PyObject *unused)
 {
     if (sj_current_fn == NULL)
         return Py_BuildValue("(OO)", Py_None, Py_None);
-    return Py_BuildValue("(OO)", sj_current_fn, sj_current_frame ? sj_current_frame : Py_None);
+    return Py_BuildValue("(OO)", sj_current_fn, sj_current_entry);
+}
+
+static PyObject *
+publish_sinks(PyObject *module, PyObject *sinks)
+{
+    if (!PyDict_CheckExact(sinks)) {
+        PyErr_SetString(PyExc_TypeError, "publish_sinks: sinks must be a dict");
+        return NULL;
+    }
+    Py_INCREF(sinks);
+    Py_XSETREF(sj_sinks_now, sinks);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"current", current, METH_NOARGS,
-     "(function, frame): what the innermost Guard running on this thread is calling, and "
-     "the Python frame that called it; (None, None) if none is."},
+     "(function, entry): what the innermost Guard running on this thread is calling, and "
+     "the cache entry whose jax.jit it calls; (None, None) if none is."},
+    {"publish_sinks", publish_sinks, METH_O,
+     "publish_sinks(sinks): the side channels' table that Guards' checks hold under from now "
+     "on (sinks.py calls it each time it replaces SINKS)."},
     {"objects_fit", (PyCFunction)(void (*)(void))sj_objects_fit, METH_FASTCALL,
      "objects_fit(objs, types, sizes, names, values, sinks, seen): the guards' "
      "_Objects.fit past its check of kinds (True, False or None), in one C pass."},
@@ -91,9 +107,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    sj_str_sinks = PyUnicode_InternFromString("SINKS");
     sj_str_dict = PyUnicode_InternFromString("__dict__");
-    if (sj_str_sinks == NULL || sj_str_dict == NULL)
+    if (sj_str_dict == NULL)
         return NULL;
     PyTypeObject *types[] = {&sj_GuardType, &sj_FrontType, &sj_JittedType, &sj_CountedType};
     const char *names[] = {"Guard", "Front", "Jitted", "Counted"};

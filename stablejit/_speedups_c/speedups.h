@@ -14,14 +14,20 @@
 #define THREAD_LOCAL _Thread_local
 #endif
 
-/* The function a Guard is calling on this thread and the frame it was called
- * from (both borrowed: alive for as long as the call runs); module.c's
- * current() reads them. */
+/* The function a Guard is calling on this thread (borrowed: alive for as long
+ * as the call runs) and the cache entry whose jax.jit it calls (a reference
+ * the Guard holds for as long); module.c's current() reads them. */
 extern THREAD_LOCAL PyObject *sj_current_fn;
-extern THREAD_LOCAL PyObject *sj_current_frame;
+extern THREAD_LOCAL PyObject *sj_current_entry;
 
-/* Interned attribute names, made once by the module's init. */
-extern PyObject *sj_str_sinks, *sj_str_dict;
+/* An interned attribute name, made once by the module's init. */
+extern PyObject *sj_str_dict;
+
+/* The side channels' table (_fingerprint/sinks.py's SINKS) as published last
+ * by publish_sinks (a strong reference; NULL before the first): a record's
+ * checks hold only while it is the one they were made under. Compared by
+ * pointer, as SINKS is replaced, never mutated. */
+extern PyObject *sj_sinks_now;
 
 /* A type's layout for its GC plumbing: the offsets of the objects it holds
  * (-1 ends them) and of its weak references (0: none). */

@@ -378,16 +378,21 @@ def test_a_function_whose_code_is_replaced_after_wrapping_is_keyed_anew():
     np.testing.assert_array_equal(jitted(jnp.ones(2)), [3.0, 3.0])
 
 
+def _inner_of(w):
+    """``stable_jit`` of a closure over ``w`` that counts its traces."""
+
+    def inner(x):
+        _TRACED.append(None)  # (inline: a helper function would need the Python checks)
+        return x * w
+
+    return stable_jit(inner)
+
+
 def test_closures_served_by_call_functions_traced_inside_each_other_find_their_own(traced):
     # A trace started below a call function finds the function being called:
     # a Python one from its frame, a native one from what it publishes with
-    # the frame it was called from. Nested either way, each finds its own.
-    def inner_of(w):
-        def inner(x):
-            _TRACED.append(None)  # (inline: a helper function would need the Python checks)
-            return x * w
-
-        return stable_jit(inner)
+    # the entry it calls. Nested either way, each finds its own.
+    inner_of = _inner_of
 
     def outer_of(w, v):  # holds a NumPy constant: checked in Python
         host = np.zeros(1, np.float32)
@@ -425,12 +430,7 @@ def test_a_native_call_traced_inside_a_python_calls_trace_finds_its_own(traced):
     # The Guard publishes its function with the entry it calls; a trace of
     # that entry started inside another call's trace (whose Python frame is
     # further down the stack) is the Guard's.
-    def inner_of(s):
-        def inner(x):
-            _TRACED.append(None)  # (inline: a helper function would need the Python checks)
-            return x * s
-
-        return stable_jit(inner)
+    inner_of = _inner_of
 
     def outer_of(w):  # holds a NumPy constant: checked in Python
         host = np.zeros(1, np.float32)

@@ -70,10 +70,11 @@ def current_callable(entry: Entry):
 
     A native call function (see :mod:`.hot`) has no frame: it publishes the
     callable with the entry whose ``jax.jit`` it calls, for as long as the
-    call runs. If that is ``entry``, the trace is that call's. (A Python
-    call of the same entry traced inside it would be the same key re-entered
-    within its own trace, a recursion that never ends under ``jax.jit``
-    either.) Else it is read from the nearest stablejit entry point on the
+    call runs. If that is ``entry``, the trace is taken as that call's: a
+    Python call of the same entry traced inside it has the same key, and a
+    key is what the trace depends on (rebuilt around the trace's own leaves,
+    either callable is the same function, as for any hit of the entry).
+    Else it is read from the nearest stablejit entry point on the
     Python stack (a call function compiled for a record counts as one),
     where it is the local ``fn``: tracing is synchronous, so that frame is
     there, and the hot path pays nothing to publish the callable.

@@ -392,14 +392,12 @@ def test_closures_served_by_call_functions_traced_inside_each_other_find_their_o
     # A trace started below a call function finds the function being called:
     # a Python one from its frame, a native one from what it publishes with
     # the entry it calls. Nested either way, each finds its own.
-    inner_of = _inner_of
-
     def outer_of(w, v):  # holds a NumPy constant: checked in Python
         host = np.zeros(1, np.float32)
 
         def outer(x):
             _TRACED.append(None)
-            return inner_of(v)(x) + w + host
+            return _inner_of(v)(x) + w + host
 
         return stable_jit(outer)
 
@@ -412,12 +410,12 @@ def test_closures_served_by_call_functions_traced_inside_each_other_find_their_o
 
     for n in range(1, 9):  # new shapes: each traces anew, from its call function
         w, v, x = jnp.full(n, 2.0), jnp.full(n, 3.0), jnp.ones(n)
-        np.testing.assert_allclose(inner_of(v)(x), x * v)
+        np.testing.assert_allclose(_inner_of(v)(x), x * v)
         np.testing.assert_allclose(outer_of(w, v)(x), x * v + w)
         np.testing.assert_allclose(looped_of(w)(x), x * w * w)
     assert traced() == 24
     for jitted, native_if_built in [
-        (inner_of(v), True),
+        (_inner_of(v), True),
         (outer_of(w, v), False),
         (looped_of(w), True),
     ]:
@@ -430,25 +428,23 @@ def test_a_native_call_traced_inside_a_python_calls_trace_finds_its_own(traced):
     # The Guard publishes its function with the entry it calls; a trace of
     # that entry started inside another call's trace (whose Python frame is
     # further down the stack) is the Guard's.
-    inner_of = _inner_of
-
     def outer_of(w):  # holds a NumPy constant: checked in Python
         host = np.zeros(1, np.float32)
 
         def outer(x):
             _TRACED.append(None)
-            padded = inner_of(3.0)(jnp.concatenate([x, jnp.zeros(10)]))  # shapes it never saw
+            padded = _inner_of(3.0)(jnp.concatenate([x, jnp.zeros(10)]))  # shapes it never saw
             return padded[: x.shape[0]] + w + host
 
         return stable_jit(outer)
 
     for n in range(1, 6):
         w, x = jnp.full(n, 2.0), jnp.arange(float(n))
-        np.testing.assert_allclose(inner_of(3.0)(x), x * 3.0)
+        np.testing.assert_allclose(_inner_of(3.0)(x), x * 3.0)
         np.testing.assert_allclose(outer_of(w)(x), x * 3.0 + w)
     assert traced() == 3 * 5
     if native.NATIVE is not None:
-        assert type(inner_of(3.0)._call) is native.NATIVE.Guard
+        assert type(_inner_of(3.0)._call) is native.NATIVE.Guard
         assert type(outer_of(w)._call) is not native.NATIVE.Guard
 
 

@@ -20,6 +20,18 @@ def count_trace() -> None:
     TRACED.append(None)
 
 
+COMPILED: list = []
+"""XLA compilations in this process (from JAX's monitoring events)."""
+
+
+def _on_event(event: str, seconds: float, **_) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        COMPILED.append(seconds)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
 def params(seed):
     """Random parameters of an 8-token greedy-decoding loop."""
     k1, k2 = jax.random.split(jax.random.key(seed))

@@ -1,3 +1,5 @@
+import logging
+
 import _helpers
 import jax
 import pytest
@@ -35,6 +37,15 @@ class Traces:
 @pytest.fixture
 def traces():
     return Traces()
+
+
+@pytest.fixture
+def explain(caplog):
+    """Turns on miss explanations; returns what the stablejit logger said."""
+    stablejit.config.explain_misses = True
+    caplog.set_level(logging.WARNING, logger="stablejit")
+    yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    stablejit.config.explain_misses = False
 
 
 @pytest.fixture

@@ -5,8 +5,11 @@ import gc
 import threading
 import weakref
 
+import _helpers
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import pjit
 
 import stablejit
 from stablejit import stable_jit
@@ -246,3 +249,38 @@ def test_ten_thousand_fresh_closures_over_fresh_arrays_keep_one_entry_and_no_arr
     gc.collect()
     assert _cache.num_entries() == 1
     assert sum(r() is not None for r in refs) == 0
+
+
+def _jax_slots() -> int:
+    """How many traces and lowerings JAX's own caches hold, for every
+    ``jax.jit`` in the process (bounded caches that stablejit shares)."""
+    return pjit._infer_params_cached.cache_info().currsize + pjit._pjit_lower.cache_info().currsize
+
+
+def test_a_variant_on_probation_leaves_jaxs_dispatch_cache_but_keeps_its_executable(traces):
+    make = functools.partial(_adder, traces)
+    make(0)(jnp.zeros(1))  # its closure gone: on probation
+    (entry,) = _cache.live_entries()
+    assert entry.jitted._cache_size() == 1
+    stablejit.config.cache_size = stablejit.config.cache_size  # an eviction pass
+    assert entry.jitted._cache_size() == 0
+    compiled = len(_helpers.COMPILED)
+    np.testing.assert_array_equal(make(0)(jnp.ones(1)), [1.0])
+    # Found through JAX's Python path: neither traced nor compiled again, and
+    # back in the dispatch cache.
+    assert (traces.n, len(_helpers.COMPILED)) == (1, compiled)
+    assert entry.jitted._cache_size() == 1
+    np.testing.assert_array_equal(jax.jit(lambda x: make(0)(x))(jnp.ones(1)), [1.0])
+    assert traces.n == 1
+
+
+def test_dropping_a_variant_leaves_other_functions_in_jaxs_caches(traces):
+    jitted = jax.jit(lambda x: x * 2)
+    jitted(jnp.ones(2))
+    make = functools.partial(_adder, traces)
+    make(0)(jnp.zeros(1))
+    before = _jax_slots()
+    stablejit.clear_cache()
+    # Only the variant's own slots went (jax.jit's clear_cache() empties the
+    # cache of inferred parameters for every function).
+    assert _jax_slots() == before - 2

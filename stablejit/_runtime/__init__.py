@@ -2,6 +2,7 @@
 
 - ``statics.py``: static arguments, keyed by structure (boxed for ``jax.jit``).
 - ``options.py``: ``jax.jit``'s options, written out once, validated and keyed.
+- ``jaxcaches.py``: what an entry holds in JAX's own caches, and giving it up.
 - ``cache.py``: static key → one long-lived ``jax.jit``; bounded, thread-safe.
 - ``argtrees.py``: arguments compared by structure when they carry callables.
 - ``canonical.py``: the function JAX traces for an entry (substitutes, side channels).

@@ -1,0 +1,62 @@
+"""What an entry holds in JAX's own caches, and giving it up.
+
+A ``jax.jit`` that has run holds, for each argument signature, its executable
+in JAX's C++ dispatch cache (8,192 places shared by every ``jax.jit``, least
+recently used out), and its function, weakly keyed, in JAX's Python caches of
+traced jaxprs, inferred parameters and lowerings (a lowering holds its
+executable too). The ``jax.jit``\\ s JAX makes for eager operations
+(``jnp.subtract`` on arrays) share them.
+
+When a function dies under plain ``jax.jit``, all of that goes with it. An
+entry on probation (see :mod:`.cache`) keeps its function alive for its
+executables, and so kept all of it: numpyro's suite compiled again eager
+operations that its held places had pushed out of the dispatch cache, which
+plain ``jax.jit`` still held. So an entry going on probation gives up its
+places in the dispatch cache (:func:`suspend`): a later call with those shapes
+goes once through JAX's Python path, which finds the jaxpr and the compiled
+lowering in JAX's own caches (neither traced nor compiled again) and puts the
+executable back. Giving up the Python caches' places as well saved next to
+nothing, and would cost a trace to a call under another trace.
+
+An entry dropped gives up everything it holds (:func:`forget`), and only
+that: ``jax.jit``'s ``clear_cache()`` also empties JAX's cache of inferred
+parameters for every function.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jax._src import util as _jax_util
+
+_log = logging.getLogger("stablejit")
+
+
+def _nothing() -> None:
+    pass
+
+
+def suspend(jitted) -> None:
+    """Drops the executables of ``jitted`` (a ``jax.jit``) from JAX's C++
+    dispatch cache only (nothing, for a JAX without a per-function clear)."""
+    getattr(jitted, "_clear_cache", _nothing)()
+
+
+def forget(jitted) -> None:
+    """Drops the executables of ``jitted`` and its places in JAX's Python
+    caches, and nothing else."""
+    clear = getattr(jitted, "_clear_cache", None)
+    (jitted.clear_cache if clear is None else clear)()
+    fn = getattr(jitted, "__wrapped__", None)
+    if fn is None:
+        return
+    for cache in list(getattr(_jax_util, "_caches", ())):
+        # weakref_lru_cache keys its first argument weakly; linear_util's
+        # cache keys the function a WrappedFun wraps.
+        evict = getattr(cache, "evict_weakref", None) or getattr(cache, "evict_function", None)
+        if evict is None:
+            continue
+        try:
+            evict(fn)
+        except TypeError as e:  # a JAX whose evictors take other arguments: left to their bounds
+            _log.debug("stablejit: could not evict %r from a JAX cache: %r", fn, e)

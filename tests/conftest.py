@@ -1,5 +1,3 @@
-import logging
-
 import _helpers
 import jax
 import pytest
@@ -37,15 +35,6 @@ class Traces:
 @pytest.fixture
 def traces():
     return Traces()
-
-
-@pytest.fixture
-def explain(caplog):
-    """Turns on miss explanations; returns what the stablejit logger said."""
-    stablejit.config.explain_misses = True
-    caplog.set_level(logging.WARNING, logger="stablejit")
-    yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
-    stablejit.config.explain_misses = False
 
 
 @pytest.fixture

@@ -20,6 +20,14 @@ def helper(x):
     return x + 1
 
 
+@pytest.fixture
+def explain(caplog):
+    stablejit.config.explain_misses = True
+    caplog.set_level(logging.WARNING, logger="stablejit")
+    yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    stablejit.config.explain_misses = False
+
+
 def _make(k, params=None, n=3):
     def inner(x, m=n):
         out = x * k * SCALE + helper(x) * m

@@ -261,7 +261,9 @@ def _jax_slots() -> int:
 
 def test_a_variant_on_probation_leaves_jaxs_dispatch_cache_but_keeps_its_executable(traces):
     make = functools.partial(_adder, traces)
+    compiled = len(_helpers.COMPILED)
     make(0)(jnp.zeros(1))  # its closure gone: on probation
+    assert len(_helpers.COMPILED) > compiled  # the compile counter sees compiles
     (entry,) = _cache.live_entries()
     assert entry.jitted._cache_size() == 1
     stablejit.config.cache_size = stablejit.config.cache_size  # an eviction pass

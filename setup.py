@@ -13,7 +13,7 @@ setup(
         Extension(
             "stablejit._speedups",
             sorted(glob("stablejit/_speedups_c/*.c")),
-            depends=["stablejit/_speedups_c/speedups.h"],
+            depends=sorted(glob("stablejit/_speedups_c/*.h")),
             optional=True,
         )
     ]

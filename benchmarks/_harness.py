@@ -99,8 +99,28 @@ def import_copy(rev: str, name: str):
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(where, filter="data")
     (where / "stablejit").rename(where / name)
+    _build_accelerator(where, name)
     sys.path.insert(0, str(where))
     return importlib.import_module(name)
+
+
+def _build_accelerator(where: Path, name: str) -> None:
+    """Builds the copy's C accelerator, as its install would (where a
+    compiler is present; without one the copy runs its pure-Python path, as
+    its install would), so that A/B compares like with like."""
+    sources = sorted(str(p.relative_to(where)) for p in (where / name / "_speedups_c").glob("*.c"))
+    if not sources or os.environ.get("STABLEJIT_PURE_PYTHON"):
+        return
+    setup = (
+        "from setuptools import Extension, setup; "
+        f"setup(ext_modules=[Extension({name + '._speedups'!r}, {sources!r}, optional=True)])"
+    )
+    subprocess.run(
+        [sys.executable, "-c", setup, "build_ext", "--inplace", "-q"],
+        cwd=where,
+        capture_output=True,
+        check=False,
+    )
 
 
 def nested_outer(stable_jit):

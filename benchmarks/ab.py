@@ -12,7 +12,9 @@ path re-checked only from 2026-12 on (before, they took the full walk): a
 closure over a dict of 100 arrays, nested functions over a dict, and a
 closure over a list of 100 plain objects (logits processors, four
 attributes each). Reports per call the median over rounds for
-each, and the ratio current / baseline. Writes
+each, and the ratio current / baseline. The baseline's C accelerator is
+built as its install would build it (or not, under
+``STABLEJIT_PURE_PYTHON=1``, which compares the pure-Python paths). Writes
 ``benchmarks/results/ab-<backend>.{json,md}``. Not part of ``python -m benchmarks``.
 """
 
@@ -141,8 +143,12 @@ def main():
     }
     ratios = {case: t[case]["current"] / t[case]["baseline"] for case in CASES}
     fmt = _harness.fmt_time
+    native = {w: mod._native.NATIVE is not None for w, mod in mods.items()}
     rows = [
-        f"Per call, median over {args.rounds} interleaved rounds of {N} hits per variant.",
+        f"Per call, median over {args.rounds} interleaved rounds of {N} hits per variant; "
+        "the C accelerator: "
+        + ", ".join(f"{w} {'built' if n else 'not built'}" for w, n in native.items())
+        + ".",
         "",
         f"| case | baseline `{rev}` ({baseline_sha}) | current ({current_label}) "
         "| current / baseline |",
@@ -160,6 +166,7 @@ def main():
             "environment": _harness.environment(),
             "baseline": {"rev": rev, "commit": baseline_sha},
             "current": current_label,
+            "accelerator": native,
             "rounds": args.rounds,
             "hits_per_round": N,
             "per_call_median_s": t,

@@ -18,6 +18,7 @@ from ._config import Config, config
 from ._diagnostics.describe import Description
 from ._diagnostics.explain import RecompileLimitError, RecompileLimitWarning
 from ._diagnostics.stats import CacheInfo
+from ._fingerprint.records import RecordCheckError
 from ._loops import cond, fori_loop, map, scan, switch, while_loop
 from ._observe import cache_info, clear_cache, describe, num_traces
 from ._patch import patch, unpatch
@@ -36,6 +37,7 @@ __all__ = [
     "JitOptions",
     "RecompileLimitError",
     "RecompileLimitWarning",
+    "RecordCheckError",
     "StableFunction",
     "StableJitted",
     "cache_info",

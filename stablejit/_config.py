@@ -26,6 +26,16 @@ class Config:
             retrace happened (which closure variable, global, default or
             argument changed, old → new). Costs nothing on cache hits.
             Default off, or ``$STABLEJIT_EXPLAIN_MISSES=1``.
+        check_records: prove each fast-path record on the function that
+            built it, as TorchDynamo checks a new guard tree on the frame
+            that made it: right after it is built, its interpreted checks
+            must give the walk's key, arrays and numbering; when its call
+            function is installed, that function's checks (generated Python
+            or C) must give the same on the function whose match made it.
+            A disagreement, a bug of stablejit's, raises
+            :class:`stablejit.RecordCheckError`. For tests and debugging: it
+            costs a check per record built. Default off, or
+            ``$STABLEJIT_CHECK_RECORDS=1``.
         recompile_limit: how many distinct keys of one structure one function
             (all its redefinitions together) may compile before
             ``on_recompile_limit`` applies: keys that differ in values only
@@ -73,6 +83,7 @@ class Config:
         self._on_cache_size: list[Callable[[int], None]] = []
         self._cache_size = _env("STABLEJIT_CACHE_SIZE", 512, _positive_int)
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
+        self._check_records = _env("STABLEJIT_CHECK_RECORDS", False, _flag)
         self._recompile_limit = _env("STABLEJIT_RECOMPILE_LIMIT", 8, _positive_int)
         self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "log", _stance)
         self._numpy_constant_bytes = _env("STABLEJIT_NUMPY_CONSTANT_BYTES", 4096, _count)
@@ -110,6 +121,16 @@ class Config:
         if not isinstance(value, bool):
             raise TypeError(f"explain_misses must be a bool, got {type(value).__name__}")
         self._explain_misses = value
+
+    @property
+    def check_records(self) -> bool:
+        return self._check_records
+
+    @check_records.setter
+    def check_records(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"check_records must be a bool, got {type(value).__name__}")
+        self._check_records = value
 
     @property
     def recompile_limit(self) -> int:

@@ -1,3 +1,6 @@
+import itertools
+
+import _agreement
 import _helpers
 import jax
 import pytest
@@ -8,6 +11,32 @@ from stablejit import _native as native
 # Scripts run as subprocesses by test_sharding.py and test_persistent.py (they need their own JAX
 # start-up): not test modules, and not to be imported by --doctest-modules.
 collect_ignore = ["_sharding", "_persistent"]
+
+
+_BUILT = itertools.count()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _records_proven():
+    """Every record the suite builds is proven on the function that built it
+    (``config.check_records``: by the walk, then by its call function), and
+    its forms are given that function changed at random, which they must
+    agree on (see _agreement.py)."""
+    from stablejit._fingerprint.records import Record
+
+    build = Record.__dict__["build"]
+
+    def proven(cls, fn, *args):
+        record = build.__func__(cls, fn, *args)
+        if record is not None:
+            _agreement.differential(record, fn, seed=next(_BUILT))
+        return record
+
+    stablejit.config.check_records = True
+    Record.build = classmethod(proven)
+    yield
+    Record.build = build
+    stablejit.config.check_records = False
 
 
 @pytest.fixture(autouse=True)
@@ -58,11 +87,11 @@ def traced(record_checks):
 @pytest.fixture(params=["interpreted", "compiled", "native"])
 def record_checks(request, monkeypatch):
     """The fast path's records checked guard by guard, or compiled into one
-    function at their first match (see stablejit's checker) — as generated
+    function at their first match (see stablejit's codegen) — as generated
     Python, or where it can as the C accelerator's call function (see
     stablejit's hot.py): all must mean the same."""
     after = 10**9 if request.param == "interpreted" else 1
-    monkeypatch.setattr("stablejit._fingerprint.fastpath.COMPILE_AFTER", after)
+    monkeypatch.setattr("stablejit._fingerprint.records.COMPILE_AFTER", after)
     if request.param == "native" and native.NATIVE is None:
         pytest.skip("the C accelerator is not built (or $STABLEJIT_PURE_PYTHON is set)")
     if request.param == "compiled":

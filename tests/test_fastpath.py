@@ -10,6 +10,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import count_trace as _traced
 from _helpers import key as _key
 
 import stablejit
@@ -23,19 +24,16 @@ def _record(f):
     return code_info(f.__code__).fast.front
 
 
-_TRACED: list = []
-
-
-def _traced() -> None:
-    """Counts traces as a global list does (a side channel the fast path
-    allows, where a closed-over counter object would take the full walk)."""
-    _TRACED.append(None)
+# Every test here runs with each kind of record checks: interpreted, generated Python, and
+# the C accelerator's where it is built (see conftest's record_checks).
+pytestmark = pytest.mark.usefixtures("record_checks")
 
 
 @pytest.fixture
-def traced():
-    n = len(_TRACED)
-    return lambda: len(_TRACED) - n
+def call_functions(record_checks):
+    """For tests of records' call functions, which only compiled records have."""
+    if record_checks == "interpreted":
+        pytest.skip("an interpreted record has no call function")
 
 
 def test_back_references_count_the_same_with_and_without_the_fast_path(traces):
@@ -268,51 +266,48 @@ def _adam_like(lr, b1, n):
         return g * b1 + n
 
     def update(g):
-        _TRACED.append(1)
+        _traced()
         return moment(scale(g))
 
     return update
 
 
-def test_fast_path_under_lift_scalars_passes_new_floats_without_retracing():
-    n0 = len(_TRACED)
+def test_fast_path_under_lift_scalars_passes_new_floats_without_retracing(traced):
     x = jnp.arange(3.0)
     for lr, b1 in [(0.1, 0.9), (0.2, 0.8), (0.3, 0.7), (-0.0, 0.5), (0.5, 1e-8)]:
         f = _adam_like(lr, b1, 2)
         np.testing.assert_allclose(stable_jit(f, lift_scalars=True)(x), x * lr * b1 + 2, rtol=1e-6)
-    assert len(_TRACED) - n0 == 1
+    assert traced() == 1
     record = _record(f)
     assert record is not None and record.lift is True
     # An int is static under lift_scalars=True, and a complex is not a float.
     np.testing.assert_allclose(stable_jit(_adam_like(0.5, 0.5, 3), lift_scalars=True)(x), x / 4 + 3)
-    assert len(_TRACED) - n0 == 2
+    assert traced() == 2
     out = stable_jit(_adam_like(0.5, 0.5 + 0j, 3), lift_scalars=True)(x)
     np.testing.assert_allclose(out, x / 4 + 3)
-    assert len(_TRACED) - n0 == 3
+    assert traced() == 3
 
 
-def test_fast_path_records_of_one_lift_mode_do_not_serve_the_other():
-    n0 = len(_TRACED)
+def test_fast_path_records_of_one_lift_mode_do_not_serve_the_other(traced):
     x = jnp.ones(2)
     for lr in (0.5, 0.25, 0.5, 0.25):
         np.testing.assert_allclose(stable_jit(_adam_like(lr, 1.0, 0))(x), x * lr)
         np.testing.assert_allclose(stable_jit(_adam_like(lr, 1.0, 0), lift_scalars=True)(x), x * lr)
-    assert len(_TRACED) - n0 == 3  # two static variants, one lifted
+    assert traced() == 3  # two static variants, one lifted
 
 
-def test_float_defaults_under_lift_scalars_are_walked_and_lifted():
-    n0 = len(_TRACED)
+def test_float_defaults_under_lift_scalars_are_walked_and_lifted(traced):
 
     def make(scale):
         def f(x, s=scale):
-            _TRACED.append(1)
+            _traced()
             return x * s
 
         return f
 
     for s in (2.0, 3.0, 4.0):
         np.testing.assert_allclose(stable_jit(make(s), lift_scalars=True)(jnp.ones(2)), [s, s])
-    assert len(_TRACED) - n0 == 1
+    assert traced() == 1
     assert _record(make(1.0)) is None
 
 
@@ -335,7 +330,7 @@ def test_the_fast_path_never_serves_a_baked_variant():
     np.testing.assert_array_equal(make(mask)(x), [2.0])
 
 
-def test_a_closure_served_by_its_own_call_function_retraces_for_new_shapes(traced):
+def test_a_closure_served_by_its_own_call_function_retraces_for_new_shapes(call_functions, traced):
     # Once a record's checks are compiled, stable_jit hands out partials of the
     # record's own call function; a trace started there (new shapes) must find
     # the function being called, with its own arrays.
@@ -356,7 +351,7 @@ def test_a_closure_served_by_its_own_call_function_retraces_for_new_shapes(trace
     assert traced() == 3
 
 
-def test_a_function_whose_code_is_replaced_after_wrapping_is_keyed_anew():
+def test_a_function_whose_code_is_replaced_after_wrapping_is_keyed_anew(call_functions):
     # A partial of a record's call function holds the function, whose code a
     # program can still replace: that record's checks are then not its.
     def outer():
@@ -382,13 +377,15 @@ def _inner_of(w):
     """``stable_jit`` of a closure over ``w`` that counts its traces."""
 
     def inner(x):
-        _TRACED.append(None)  # (inline: a helper function would need the Python checks)
+        _traced()  # (inline: a helper function would need the Python checks)
         return x * w
 
     return stable_jit(inner)
 
 
-def test_closures_served_by_call_functions_traced_inside_each_other_find_their_own(traced):
+def test_closures_served_by_call_functions_traced_inside_each_other_find_their_own(
+    call_functions, traced
+):
     # A trace started below a call function finds the function being called:
     # a Python one from its frame, a native one from what it publishes with
     # the entry it calls. Nested either way, each finds its own.
@@ -396,14 +393,14 @@ def test_closures_served_by_call_functions_traced_inside_each_other_find_their_o
         host = np.zeros(1, np.float32)
 
         def outer(x):
-            _TRACED.append(None)
+            _traced()
             return _inner_of(v)(x) + w + host
 
         return stable_jit(outer)
 
     def looped_of(w):  # identity checks only: native, around a loop body's trace
         def looped(x):
-            _TRACED.append(None)
+            _traced()
             return stablejit.fori_loop(0, 2, lambda i, c: c * w, x)
 
         return stable_jit(looped)
@@ -421,18 +418,18 @@ def test_closures_served_by_call_functions_traced_inside_each_other_find_their_o
     ]:
         assert jitted._call is _record(jitted.__wrapped__).call is not None
         if native.NATIVE is not None:
-            assert (type(jitted._call) is native.NATIVE.Guard) is native_if_built
+            assert (type(jitted._call) is native.NATIVE.RecordCall) is native_if_built
 
 
-def test_a_native_call_traced_inside_a_python_calls_trace_finds_its_own(traced):
-    # The Guard publishes its function with the entry it calls; a trace of
+def test_a_native_call_traced_inside_a_python_calls_trace_finds_its_own(call_functions, traced):
+    # The RecordCall publishes its function with the entry it calls; a trace of
     # that entry started inside another call's trace (whose Python frame is
-    # further down the stack) is the Guard's.
+    # further down the stack) is the RecordCall's.
     def outer_of(w):  # holds a NumPy constant: checked in Python
         host = np.zeros(1, np.float32)
 
         def outer(x):
-            _TRACED.append(None)
+            _traced()
             padded = _inner_of(3.0)(jnp.concatenate([x, jnp.zeros(10)]))  # shapes it never saw
             return padded[: x.shape[0]] + w + host
 
@@ -444,8 +441,8 @@ def test_a_native_call_traced_inside_a_python_calls_trace_finds_its_own(traced):
         np.testing.assert_allclose(outer_of(w)(x), x * 3.0 + w)
     assert traced() == 3 * 5
     if native.NATIVE is not None:
-        assert type(_inner_of(3.0)._call) is native.NATIVE.Guard
-        assert type(outer_of(w)._call) is not native.NATIVE.Guard
+        assert type(_inner_of(3.0)._call) is native.NATIVE.RecordCall
+        assert type(outer_of(w)._call) is not native.NATIVE.RecordCall
 
 
 def test_defaults_computed_at_each_definition_take_the_fast_path(

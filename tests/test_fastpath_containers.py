@@ -183,7 +183,7 @@ def test_the_same_object_twice_is_a_back_reference_not_a_match(traced):
 
 
 def test_many_objects_are_rechecked_in_bulk_and_any_change_among_them_retraces(traced, walks):
-    # Past the checker's BATCH_ITEMS: one pass over all the objects (in C where built).
+    # Past the codegen's BATCH_ITEMS: one pass over all the objects (in C where built).
     ps = [Processor(1.0 + i / 64, f"p{i}") for i in range(40)]
     x = jnp.ones(2)
 

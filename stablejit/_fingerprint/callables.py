@@ -8,9 +8,8 @@ import jax
 
 from .._originals import JIT
 from .code import INFO, code_info
-from .fastpath import FAST_PATH_TRIES, FastPath, known_key, remember
-from .guards import FunctionSlot
-from .kind import NO_SLOT, Kind, ref_key
+from .guards import FunctionGuard
+from .kind import NO_GUARD, Kind, ref_key
 from .parts import (
     ATTRIBUTES,
     CELL,
@@ -22,9 +21,10 @@ from .parts import (
     chain_owner,
     places,
 )
+from .places import CELL as CELL_SLOT
+from .places import GLOBAL as GLOBAL_SLOT
+from .records import FAST_PATH_TRIES, Record, known_key, remember
 from .sinks import sink_key
-from .slots import CELL as CELL_SLOT
-from .slots import GLOBAL as GLOBAL_SLOT
 
 
 def _walk_named(w, v):
@@ -76,6 +76,7 @@ class Function(Kind):
         lift = w.lift
         named = lift is not None and lift is not True
         parts = places(fn, info, w)
+        n_leaves = len(w.leaves)
         part_keys = []
         defaults = kwdefaults = attributes = None
         gkeys = []
@@ -102,19 +103,19 @@ class Function(Kind):
                 attributes = k
         key = (info.digest, defaults, kwdefaults, tuple(gkeys), tuple(ckeys), attributes)
         if w.exact and attributes is None and fast.failures < FAST_PATH_TRIES:
-            record = FastPath.build(fn, parts, part_keys, w, key)
+            record = Record.build(fn, parts, part_keys, w, key, n_leaves)
             if record is None:  # children a fast path cannot re-check (dicts, objects)
                 fast.failures += 1
             else:
                 remember(fast, record)
         return key
 
-    def slot(self, v, k, records):
+    def guard(self, v, k, records):
         record = records.get(id(v))
         # Only if its own record gave ``k`` (so re-checks it).
         if record is None or record.key is not k:
-            return NO_SLOT
-        return FunctionSlot(v.__code__, record)
+            return NO_GUARD
+        return FunctionGuard(v.__code__, record)
 
     def children(self, w, fn):
         info = code_info(fn.__code__)
@@ -329,8 +330,8 @@ class Jitted(Kind):
             compiler_options=dict(ji.compiler_options_kvs) or None,
         )
 
-    def slot(self, v, k, records):
+    def guard(self, v, k, records):
         # A jax.jit of a library function (jnp.tanh), keyed by identity: the
         # same object again keys the same, as a jit's function and options
         # are fixed.
-        return v if k[1] is v._fun else NO_SLOT
+        return v if k[1] is v._fun else NO_GUARD

@@ -65,12 +65,12 @@ class CodeInfo(NamedTuple):
     """Whether the code comes from an installed library (see :func:`is_library_file`)."""
     fast: FastRecords
     """The fingerprint's fast-path records of functions with this code (see
-    :mod:`.fastpath`); they die with the code object."""
+    :mod:`.records`); they die with the code object."""
 
 
 class FastRecords:
     """Per code object: the fast path's current record, how many builds
-    failed, and the other records kept (see :mod:`.fastpath`); ``call``:
+    failed, and the other records kept (see :mod:`.records`); ``call``:
     the current record's call function, read where a jitted function is made
     (see the runtime's ``jitted``)."""
 

@@ -10,12 +10,12 @@ import operator
 
 import jax
 
-from .fastpath import slot_of
-from .guards import DictSlot, ListSlot, TupleSlot
-from .kind import NO_SLOT, Kind, keys, ref_key
+from .container_guards import DictGuard, ListGuard, TupleGuard
+from .kind import NO_GUARD, Kind, keys, ref_key
 from .objects import attributes, not_a_pytree
+from .places import ITEM
+from .records import guard_of
 from .sinks import sink_key, sink_of
-from .slots import ITEM
 
 
 class Set(Kind):
@@ -41,8 +41,8 @@ class Tuple(Kind):
         walk = r.walk
         return tuple([walk(x) for x in v])
 
-    def slot(self, v, k, records):
-        return items_slot(v, k[1], records)
+    def guard(self, v, k, records):
+        return items_guard(v, k[1], records)
 
 
 class List(Kind):
@@ -60,9 +60,9 @@ class List(Kind):
             return ref
         return (list, keys(w, v))
 
-    def slot(self, v, k, records):
-        items = item_slots(v, k[1], records)
-        return NO_SLOT if items is NO_SLOT else ListSlot(items)
+    def guard(self, v, k, records):
+        items = item_guards(v, k[1], records)
+        return NO_GUARD if items is NO_GUARD else ListGuard(items)
 
     def rebuild(self, r, v, i):
         walk = r.walk
@@ -103,14 +103,14 @@ class Dict(Kind):
             return (dict, sink_key(v), keys(w, kept), keys(w, [v[k] for k in kept]))
         return (dict, keys(w, v), keys(w, v.values()))
 
-    def slot(self, v, k, records):
+    def guard(self, v, k, records):
         names = tuple(v)
         # Only string keys (parameter names, attributes), keyed as themselves;
         # and no side channels among the items (their key has a fourth part).
         if len(k) != 3 or not all(type(x) is str for x in names):
-            return NO_SLOT
-        items = item_slots(v.values(), k[2], records)
-        return NO_SLOT if items is NO_SLOT else DictSlot(names, items)
+            return NO_GUARD
+        items = item_guards(v.values(), k[2], records)
+        return NO_GUARD if items is NO_GUARD else DictGuard(names, items)
 
     def rebuild(self, r, v, i):
         walk = r.walk
@@ -210,7 +210,7 @@ class Pytree(Kind):
         new = treedef.unflatten([walk(c) for c in children])
         if r.in_place:  # a write into the copy would be lost: see Rebuilder.check_writes
             attrs = attributes(new)
-            held = {name: (slot, holder) for slot, holder, name, _ in attrs}
+            held = {name: (place, holder) for place, holder, name, _ in attrs}
             r.copied(
                 [(name, x) for *_, name, x in attrs],
                 lambda name: held[name][0].get(held[name][1], name),
@@ -234,14 +234,14 @@ class Pytree(Kind):
         except _Unflattenable:
             return not_a_pytree(v).node_token(v)
 
-    def slot(self, v, k, records):
+    def guard(self, v, k, records):
         # A NamedTuple (optax's states and transforms) as a tuple of its items.
-        return items_slot(v, k[2], records) if _is_namedtuple(v) else NO_SLOT
+        return items_guard(v, k[2], records) if _is_namedtuple(v) else NO_GUARD
 
 
 def _held_in_place(r, v, i, children) -> dict | None:
     """Where ``v`` holds each of its children that must be substituted at
-    trace time (id(child) → (slot, holder, name)): an attribute holding that
+    trace time (id(child) → (place, holder, name)): an attribute holding that
     very object. None if a child is not held so (a flatten that computes its
     children) or the metadata holds leaves: then the node is copied."""
     kids = r.plan.children[i]  # the metadata's visit, then each child's
@@ -249,8 +249,8 @@ def _held_in_place(r, v, i, children) -> dict | None:
     if has_leaf[kids[0]]:
         return None
     held: dict = {}
-    for slot, holder, name, x in attributes(v):
-        held.setdefault(id(x), (slot, holder, name))
+    for place, holder, name, x in attributes(v):
+        held.setdefault(id(x), (place, holder, name))
     places = {}
     for c, k in zip(children, kids[1:], strict=True):
         if has_leaf[k]:
@@ -280,13 +280,13 @@ def _is_namedtuple(v) -> bool:
     return same and treedef.node_data()[1] is None
 
 
-def item_slots(values, item_keys: tuple, records):
-    """The slots of ``values`` keyed ``item_keys``, or NO_SLOT if one has none."""
-    items = tuple([slot_of(x, ik, records) for x, ik in zip(values, item_keys, strict=True)])
-    return NO_SLOT if any(x is NO_SLOT for x in items) else items
+def item_guards(values, item_keys: tuple, records):
+    """The guards of ``values`` keyed ``item_keys``, or NO_GUARD if one has none."""
+    items = tuple([guard_of(x, ik, records) for x, ik in zip(values, item_keys, strict=True)])
+    return NO_GUARD if any(x is NO_GUARD for x in items) else items
 
 
-def items_slot(v: tuple, item_keys: tuple, records):
-    """A tuple of ``v``'s type whose items fit the slots of ``v``'s items."""
-    items = item_slots(v, item_keys, records)
-    return NO_SLOT if items is NO_SLOT else TupleSlot(type(v), items)
+def items_guard(v: tuple, item_keys: tuple, records):
+    """A tuple of ``v``'s type whose items fit the guards of ``v``'s items."""
+    items = item_guards(v, item_keys, records)
+    return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items)

@@ -12,8 +12,8 @@ side so that they visit children in the same order:
   ones are copied. Otherwise every holder of a leaf is copied (see
   :class:`.rebuild.Rebuilder`). Only called for values that hold leaves.
 * ``children(w, v)``: the labelled parts of ``v``, for people to read.
-* ``slot(v, k, records)``: what a later value must be for ``v``'s key ``k``
-  to stand without a walk (the fast path, see :mod:`.fastpath`).
+* ``guard(v, k, records)``: what a later value must be for ``v``'s key ``k``
+  to stand without a walk (the fast path, see :mod:`.records`).
 
 Kinds that can take part in reference cycles (``cyclic``) are allocated before
 their children are rebuilt, so a back reference finds the new object. The
@@ -36,8 +36,8 @@ LIFTED_SCALAR = sentinel("lifted scalar")
 """Key of a Python number lifted to an input (see ``lift_scalars``)."""
 REF = sentinel("ref")
 """Heads the key of a back reference to an enclosing value (see :func:`ref_key`)."""
-NO_SLOT = sentinel("no fast path")
-"""What :meth:`Kind.slot` returns for a value the fast path cannot re-check."""
+NO_GUARD = sentinel("no fast path")
+"""What :meth:`Kind.guard` returns for a value the fast path cannot re-check."""
 
 
 def ref_key(n: int) -> tuple:
@@ -80,7 +80,7 @@ class Rebuilder(Protocol):
 
     def next_leaf(self) -> Any: ...
 
-    def put(self, slot: Any, target: Any, key: Any, value: Any) -> None: ...
+    def put(self, place: Any, target: Any, key: Any, value: Any) -> None: ...
 
     def copied(self, items: Any, current: Any, where: Any) -> None: ...
 
@@ -113,11 +113,11 @@ class Kind:
         as a dict, for the snapshot of what a trace writes (see .snapshot)."""
         return None
 
-    def slot(self, v: Any, k: Any, records: dict[int, Any]) -> Any:
+    def guard(self, v: Any, k: Any, records: dict[int, Any]) -> Any:
         """What a later value must be to have key ``k`` where ``v`` had it:
         ``v`` itself (an immutable value keyed by what it is), a fast-path
-        slot (see :mod:`.fastpath`), or :data:`NO_SLOT`."""
-        return NO_SLOT
+        slot (see :mod:`.records`), or :data:`NO_GUARD`."""
+        return NO_GUARD
 
 
 class Leaf(Kind):
@@ -187,9 +187,11 @@ def keys(w: Walker, values) -> tuple:
     return tuple(out)
 
 
-def cell_value(cell) -> Any:
-    """What a closure cell holds, or :data:`MISSING` if it is empty."""
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return MISSING
+def float_key(x: float | complex) -> str | tuple[str, str]:
+    """What keys a float (or a complex, part by part): its exact spelling, so
+    that -0.0 is not 0.0 and NaN equals NaN, the same in every process. The
+    one definition of "the same float" (the C accelerator's ``same_double``
+    is its twin, proven to agree by ``tests/test_agreement.py``)."""
+    if isinstance(x, complex):
+        return (float.hex(x.real), float.hex(x.imag))
+    return float.hex(x)

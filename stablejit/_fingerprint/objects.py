@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -20,11 +21,11 @@ import xxhash
 
 from .._markers import IdRef
 from .._registry import Memo
-from .fastpath import slot_of
-from .guards import DictSlot, ObjectSlot
-from .kind import MISSING, NO_SLOT, TABLE, Kind, keys
+from .container_guards import DictGuard, ObjectGuard
+from .kind import MISSING, NO_GUARD, TABLE, Kind, keys
+from .places import ATTR, ITEM
+from .records import guard_of
 from .sinks import sink_key, sink_of
-from .slots import ATTR, ITEM
 from .values import Scalar
 
 
@@ -69,6 +70,15 @@ class Subclass(Kind):
         return new
 
 
+def _stored_dict(cls) -> bool:
+    """Whether ``cls``'s instances' ``__dict__`` is the one they store (the
+    attribute CPython gives a class), not one its code computes."""
+    for c in cls.__mro__:
+        if "__dict__" in c.__dict__:
+            return type(c.__dict__["__dict__"]) is types.GetSetDescriptorType
+    return False
+
+
 def slot_names(cls) -> tuple[str, ...]:
     names = []
     for c in cls.__mro__:
@@ -80,8 +90,8 @@ def slot_names(cls) -> tuple[str, ...]:
 
 
 def attributes(v) -> list[tuple[Any, Any, str, Any]]:
-    """``(slot, holder, name, value)`` of each attribute ``v`` holds, in its
-    ``__dict__`` or its slots (see :mod:`.slots`), around any ``__getattr__``."""
+    """``(place, holder, name, value)`` of each attribute ``v`` holds, in its
+    ``__dict__`` or its slots (see :mod:`.places`), around any ``__getattr__``."""
     try:
         d = object.__getattribute__(v, "__dict__")
     except AttributeError:  # slots only
@@ -170,13 +180,21 @@ class Object(Kind):
     def node_token(self, v):
         return IdRef(type(v))
 
-    def slot(self, v, k, records):
+    def guard(self, v, k, records):
         # Re-checked through its __dict__ alone: kinds that derive or skip
-        # attributes, or keep some in slots, take the walk.
-        if type(self) is not Object or self.derived or self.skip or self.slots:
-            return NO_SLOT
-        state = slot_of(object.__getattribute__(v, "__dict__"), k[1], records)
-        return ObjectSlot(type(v), self, state) if type(state) is DictSlot else NO_SLOT
+        # attributes, or keep some in slots, take the walk; so do classes
+        # whose __dict__ is computed (a new dict on each read, whose number
+        # a check could not hold to what the walk numbered).
+        if (
+            type(self) is not Object
+            or self.derived
+            or self.skip
+            or self.slots
+            or not _stored_dict(type(v))
+        ):
+            return NO_GUARD
+        state = guard_of(object.__getattribute__(v, "__dict__"), k[1], records)
+        return ObjectGuard(type(v), self, state) if type(state) is DictGuard else NO_GUARD
 
     def rebuild(self, r, v, i):
         d, pairs, slots = self._attrs(r, v)

@@ -17,7 +17,7 @@ from jax import core
 from . import bake
 from .classify import classify
 from .kind import KEYS, TABLE
-from .slots import Slot
+from .places import Place
 from .walk import KeyWalker, Lift, Visits, key_of
 
 _LOG = logging.getLogger("stablejit")
@@ -189,35 +189,35 @@ class Rebuilder:
                         "the update cannot reach your object. Return the new value instead."
                     )
 
-    def put(self, slot: Slot, target, key, value) -> None:
-        """Sets ``target``'s ``key`` to ``value`` through ``slot``, to be
+    def put(self, place: Place, target, key, value) -> None:
+        """Sets ``target``'s ``key`` to ``value`` through ``place``, to be
         undone by :meth:`restore`."""
-        self.swaps.append((slot, target, key, slot.get(target, key), value))
+        self.swaps.append((place, target, key, place.get(target, key), value))
         self.placed.add(id(value))
-        slot.set(target, key, value)
+        place.set(target, key, value)
 
     def restore(self) -> None:
         """Puts back what :meth:`put` replaced, latest first.
 
-        A slot the traced code rebound keeps the new value, as under
+        A place the traced code rebound keeps the new value, as under
         ``jax.jit``, unless that value is traced: a tracer left in the
         program's objects would leak (``jax.jit`` leaks it), so the array is
         put back and the update is dropped, with a log line naming it.
         """
-        for slot, target, key, old, placed in reversed(self.swaps):
+        for place, target, key, old, placed in reversed(self.swaps):
             try:
-                now = slot.get(target, key)
+                now = place.get(target, key)
             except (KeyError, AttributeError, ValueError):
                 continue  # deleted by the traced code: as under jax.jit
             if now is placed:
-                slot.set(target, key, old)
+                place.set(target, key, old)
             elif isinstance(now, core.Tracer):
-                slot.set(target, key, old)
+                place.set(target, key, old)
                 _LOG.info(
                     "the traced function replaced %s, an array stablejit lifts to an "
                     "input, with a traced value: the update is dropped (under jax.jit "
                     "the tracer would leak into your object); return the new value instead",
-                    slot.describe(target, key),
+                    place.describe(target, key),
                 )
         self.swaps.clear()
         self.placed.clear()

@@ -8,15 +8,13 @@ are keyed by identity; immutable values with a meaningful ``__eq__``
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._config import config
 from .._markers import IdRef
 from .bake import bytes_digest
-from .guards import HostArraySlot
-from .kind import LEAF, LIFTED_SCALAR, Kind
+from .guards import HostArrayGuard
+from .kind import LEAF, LIFTED_SCALAR, Kind, float_key
 
 _INT32 = range(-(2**31), 2**31)
 
@@ -60,10 +58,7 @@ class Float(Kind):
         if w.lift is not None and (w.lift is True or w.name_ok):
             w.leaves.append(v)
             return LIFTED_SCALAR
-        # -0.0 == 0.0 and nan != nan: spell those out so the key is exact.
-        if v == v and v != 0.0 and not math.isinf(v):
-            return (type(v), v)
-        return (type(v), float.hex(v))
+        return (type(v), float_key(v))
 
 
 class Complex(Kind):
@@ -74,7 +69,7 @@ class Complex(Kind):
         if w.lift is not None and (w.lift is True or w.name_ok):
             w.leaves.append(v)
             return LIFTED_SCALAR
-        return (type(v), float.hex(v.real), float.hex(v.imag))
+        return (type(v), float_key(v))
 
 
 class NumpyScalar(Kind):
@@ -109,8 +104,8 @@ class HostArray(Kind):
     def rebuild(self, r, v, i):
         return r.next_leaf()  # (only a lifted one holds a leaf)
 
-    def slot(self, v, k, records):
-        return HostArraySlot(v)  # (a lifted one's slot is the fast path's LEAF_SLOT)
+    def guard(self, v, k, records):
+        return HostArrayGuard(v)  # (a lifted one's guard is ANY_ARRAY)
 
 
 class NoneKind(Kind):
@@ -132,7 +127,7 @@ class Identity(Kind):
     def key(self, w, v):
         return v
 
-    def slot(self, v, k, records):
+    def guard(self, v, k, records):
         return v
 
 
@@ -144,7 +139,7 @@ class IdentityRef(Kind):
     def key(self, w, v):
         return IdRef(v)
 
-    slot = Identity.slot
+    guard = Identity.guard
 
 
 class Value(Kind):
@@ -155,7 +150,7 @@ class Value(Kind):
     def key(self, w, v):
         return (type(v), v)
 
-    slot = Identity.slot
+    guard = Identity.guard
 
 
 class Constant(Kind):

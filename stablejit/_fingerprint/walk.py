@@ -53,7 +53,7 @@ class KeyWalker:
         self.lift = lift
         self.name_ok = False
         # The fast-path record that keyed each function of this walk, by id:
-        # an enclosing function's record re-checks those (see .fastpath).
+        # an enclosing function's record re-checks those (see .records).
         self.records: dict[int, Any] = {}
         # Set while static arguments are walked (see the runtime's statics), which are
         # keyed as jax.jit keys them where their class says how.

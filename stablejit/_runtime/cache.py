@@ -98,7 +98,7 @@ class Entry(object if NATIVE is None else NATIVE.Counted):
         self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
         self.signature = None  # the arguments' shapes at the last trace
         # What its traces warned, and the callables that have called it since
-        # (see :mod:`.replay`): None until a trace warns.
+        # (see :mod:`.trace_warnings`): None until a trace warns.
         self.warnings: tuple = ()
         self.callers: weakref.WeakSet | None = None
         # The callable it was made for, weakly: alive, it pins the entry;

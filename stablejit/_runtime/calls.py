@@ -34,7 +34,7 @@ def call(fn, opts, /, *args, **kwargs):
         if type(fn) is _FunctionType:
             # A redefined closure whose children are all immutable values or
             # arrays: re-check them by identity and go straight to its entry
-            # (see the fingerprint's fastpath); the full walk below is the general case.
+            # (see the fingerprint's records); the full walk below is the general case.
             info = CODE_INFO.get(id(fn.__code__))
             fast = info and info.fast.front
             if fast is not None:
@@ -45,7 +45,7 @@ def call(fn, opts, /, *args, **kwargs):
                     if ready is not None and fast.match(fn, leaves, sinks.SINKS) is not None:
                         entry.hits += 1
                         if fast.call is None and fast.compiled:
-                            install(fast, fn.__code__, info.fast, call, plainly)
+                            install(fast, fn.__code__, info.fast, call, plainly, fn, leaves)
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)

@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import jax
 
-from .._fingerprint.checker import CALL_FILENAME
+from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import Snapshot
 from .._fingerprint.walk import fingerprint
 from .._native import NATIVE
-from . import replay
+from . import trace_warnings
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import CACHE, ENTRIES, LOCK, Entry
 from .options import Lift
@@ -139,7 +139,7 @@ def make_canonical(
                     e.entry = entry  # which variant to run plainly (see miss.mismatched)
                     raise
                 try:
-                    with replay.recording() as shown:
+                    with trace_warnings.recording() as shown:
                         if call is None:
                             out = new(*rest, **kwargs)
                         else:
@@ -175,13 +175,13 @@ def make_canonical(
 def ready_for(entry: Entry, jitted: Callable) -> Callable:
     """What the hot path is to call for ``entry``, whose ``jax.jit`` is
     ``jitted``: that, or, for an entry whose traces warned, that replaying
-    their warnings to each new caller (see :mod:`.replay`)."""
+    their warnings to each new caller (see :mod:`.trace_warnings`)."""
     if entry.callers is None:
         return jitted
 
     def replaying(*args, **kwargs):
-        if replay.first_call(entry.callers, current_callable(entry)):
-            replay.emit(entry.warnings)
+        if trace_warnings.first_call(entry.callers, current_callable(entry)):
+            trace_warnings.emit(entry.warnings)
         return jitted(*args, **kwargs)
 
     return replaying
@@ -191,12 +191,12 @@ def _warned(entry: Entry, fn, shown: list) -> None:
     """After a trace of ``entry`` by ``fn`` that showed ``shown`` (or of an
     entry that had warned before): ``fn`` has seen its warnings, and later
     callers will (see :func:`ready_for`)."""
-    entry.warnings = replay.merged(entry.warnings, shown)
+    entry.warnings = trace_warnings.merged(entry.warnings, shown)
     if entry.callers is None:
         entry.callers = weakref.WeakSet()
         if entry.ready is not None:  # a retrace for new shapes, on the hot path
             entry.ready = ready_for(entry, entry.ready)
-    replay.first_call(entry.callers, fn)
+    trace_warnings.first_call(entry.callers, fn)
 
 
 def _same(x):

@@ -14,23 +14,14 @@ than its own record.
 from __future__ import annotations
 
 from .. import _native as native
+from .._config import config
 from .._fingerprint import sinks
-from .._fingerprint.checker import compile_call
-from .._fingerprint.guards import (
-    CHECKED_SLOTS,
-    LEAF_SLOT,
-    DictSlot,
-    FunctionSlot,
-    LiftedSlot,
-    ListSlot,
-    ObjectSlot,
-    RefSlot,
-    TupleSlot,
-)
+from .._fingerprint.codegen import compile_call
+from .._fingerprint.guards import ANY_ARRAY, GUARD_TYPES, FunctionGuard, native_kinds
 from .._fingerprint.kind import LEAF_TYPES, MISSING, TABLE
 from .._fingerprint.rebuild import RebuildMismatch
-from .._markers import sentinel
 from .cache import Entry
+from .checks import check_call
 
 _FAIL = "return _call(fn, opts, *args, **kwargs)"
 _PROLOGUE = [
@@ -61,36 +52,39 @@ def _epilogue(uses_leaves: bool) -> list[str]:
     ]
 
 
-def install(record, code, records, general, plainly) -> None:
-    """Gives ``record`` (a fast-path record of ``code``, whose records are
-    ``records``) its call function: ``general``'s hot path with the
-    record's checks written in; what fails them goes to ``general``, and a
-    trace whose rebuild does not replay its key walk to ``plainly``."""
-    record.call = _native(record, code, general, plainly) or _compiled(
-        record, code, general, plainly
-    )
+def install(record, code, records, general, plainly, fn=None, leaves=None) -> None:
+    """Gives ``record`` (a record of ``code``, whose records are ``records``)
+    its call function: ``general``'s hot path with the record's checks
+    written in; what fails them goes to ``general``, and a trace whose
+    rebuild does not replay its key walk to ``plainly``. With
+    ``config.check_records``, the call function's checks must give
+    ``record``'s key and ``leaves`` on ``fn``, the function whose match
+    made it."""
+    call = _native(record, code, general, plainly) or _compiled(record, code, general, plainly)
+    if config.check_records and fn is not None:
+        check_call(record, call, fn, leaves)
+    record.call = call
     if records.front is record:
         records.call = record.call
 
 
 def _native(record, code, general, plainly):
     """The C accelerator's call function for ``record``, where it is built
-    and every check of the record is one it makes: every slot of
-    :mod:`..._fingerprint.guards` but a NumPy constant's, nested functions,
-    containers and objects included. None otherwise."""
+    and every guard of the record is of a kind it checks (all but a NumPy
+    constant's). None otherwise."""
     if native.NATIVE is None:
         return None
     try:
-        top = _function_spec(code, record, record.sinks, 0)
+        top = FunctionGuard.record_spec(code, record, _Spec(record.sinks))
     except _NotNative:
         return None
-    return native.NATIVE.Guard(
+    return native.NATIVE.RecordCall(
         top=top,
         sinks=record.sinks,
-        leaf_slot=LEAF_SLOT,
+        any_array=ANY_ARRAY,
         leaf_types=LEAF_TYPES,
         missing=MISSING,
-        marks=_MARKS,
+        kinds=_KINDS,
         table=TABLE,
         entries=record.entries,
         general=general,
@@ -100,68 +94,45 @@ def _native(record, code, general, plainly):
     )
 
 
-# The accelerator's slots are tuples led by one of these, in the order of
-# its guard.h (MARK_FUNCTION, MARK_DICT, ...).
-_FUNCTION, _DICT, _TUPLE, _LIST, _REF, _OBJECT, _LIFTED = _MARKS = tuple(
-    sentinel(f"the accelerator's {name} slot")
-    for name in ("function", "dict", "tuple", "list", "back reference", "object", "lifted")
-)
+_KINDS = native_kinds()
 _MAX_DEPTH = 64
 
 
 class _NotNative(Exception):
-    """A slot the accelerator does not check."""
+    """A guard the accelerator does not check."""
 
 
-def _function_spec(code, record, top_sinks, depth):
-    """``record``'s checks of a function of ``code`` (the very code, or a
-    weakref to it) as the accelerator reads them."""
-    if record.sinks is not top_sinks or depth > _MAX_DEPTH:
-        raise _NotNative  # (a nested record of other side channels never fits)
-    return (
-        _FUNCTION,
-        code,
-        record.g_id,
-        record.b_id,
-        record.defaults,
-        record.kwdefaults,
-        tuple(name for name, _ in record.globals),
-        tuple(_spec(s, top_sinks, depth) for _, s in record.globals),
-        tuple(_spec(s, top_sinks, depth) for s in record.cells),
-    )
+class _Spec:
+    """A record's guards as the accelerator reads them, each kind's spec
+    made by its own ``spec`` (see the fingerprint's guards): what they call
+    back for their children."""
 
+    refused = _NotNative
 
-def _spec(slot, top_sinks, depth):
-    """``slot`` as the accelerator reads it: the very slot (an identity or
-    atom, or LEAF_SLOT), else a tuple led by its mark."""
-    t = type(slot)
-    if t not in CHECKED_SLOTS:
-        return slot
+    def __init__(self, top_sinks):
+        self.top_sinks, self.depth = top_sinks, 0
 
-    def items(slots):
-        return tuple(_spec(s, top_sinks, depth + 1) for s in slots)
+    def value(self, guard):
+        """``guard``'s spec: the very value (an identity or atom, or
+        ANY_ARRAY), else a tuple led by its kind's mark."""
+        t = type(guard)
+        if t not in GUARD_TYPES:
+            return guard
+        if t.native is None or self.depth > _MAX_DEPTH:
+            raise _NotNative
+        self.depth += 1
+        try:
+            return guard.spec(self)
+        finally:
+            self.depth -= 1
 
-    if t is FunctionSlot:
-        return _function_spec(slot.code, slot.record, top_sinks, depth + 1)
-    if t is DictSlot:
-        return (_DICT, slot.keys, items(slot.items))
-    if t is TupleSlot and _plain_tuple(slot.type):
-        return (_TUPLE, slot.type, items(slot.items))
-    if t is ListSlot:
-        return (_LIST, items(slot.items))
-    if t is RefSlot:
-        return (_REF, slot.n)
-    if t is ObjectSlot:
-        return (_OBJECT, slot.cls, slot.kind, _spec(slot.state, top_sinks, depth + 1))
-    if t is LiftedSlot:
-        return (_LIFTED, slot.type)
-    raise _NotNative  # a NumPy constant, compared by contents
+    def items(self, guards) -> tuple:
+        return tuple([self.value(g) for g in guards])
 
-
-def _plain_tuple(tp) -> bool:
-    """Whether the accelerator may read ``tp``'s items as a tuple's (a
-    NamedTuple's are; a class that iterates otherwise is left to Python)."""
-    return tp.__iter__ is tuple.__iter__ and tp.__len__ is tuple.__len__
+    def record(self, code, record) -> tuple:
+        if record.sinks is not self.top_sinks:
+            raise _NotNative  # (a nested record of other side channels never fits)
+        return FunctionGuard.record_spec(code, record, self)
 
 
 def _compiled(record, code, general, plainly):

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._config import config
 from .._fingerprint.code import is_library_file
-from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE
+from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE, float_key
 from .._fingerprint.sinks import SINK
 from .._fingerprint.values import Identity
 from .._markers import IdRef
@@ -160,10 +160,8 @@ def _spell(v) -> Any:
         return ("t", *[_spell(x) for x in v])
     if t is list:  # e.g. a dict node's keys
         return ("l", *[_spell(x) for x in v])
-    if t is float:
-        return ("f", float.hex(v))
-    if t is complex:
-        return ("c", float.hex(v.real), float.hex(v.imag))
+    if t is float or t is complex:
+        return ("f" if t is float else "c", float_key(v))
     if id(v) in _SENTINELS:
         return ("s", _SENTINELS[id(v)])
     if t is frozenset:

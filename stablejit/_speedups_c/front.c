@@ -13,7 +13,7 @@ typedef struct {
     PyObject *impl;         /* stable_jit in Python */
     PyObject *info;         /* dict: id(code) -> CodeInfo, whose fast is a FastRecords */
     PyObject *info_type;    /* CodeInfo, a NamedTuple: fast is its item fast_index */
-    PyObject *records_type; /* FastRecords: call is its slot at call_offset */
+    PyObject *records_type; /* FastRecords: call is its member at call_offset */
     PyObject *cls;          /* StableJitted (a subclass of Jitted) */
     PyObject *opts;         /* the default options */
     PyObject *dict;
@@ -47,7 +47,7 @@ made_fast(Front *m, PyObject *fun)
         Py_XSETREF(m->last_code, code);
         Py_XSETREF(m->last_fast, fast);
     }
-    PyObject *call = *SLOT(fast, m->call_offset);
+    PyObject *call = *MEMBER(fast, m->call_offset);
     if (call == NULL || call == Py_None)
         return NULL;
     return sj_jitted_new((PyTypeObject *)m->cls, call, fun, m->opts);
@@ -130,7 +130,7 @@ front_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                          "type, fast_index >= 0 and cls a subclass of Jitted");
         return NULL;
     }
-    Py_ssize_t call_offset = sj_slot_offset(records_type, "call");
+    Py_ssize_t call_offset = sj_member_offset(records_type, "call");
     if (call_offset < 0)
         return NULL;
     Front *m = (Front *)type->tp_alloc(type, 0);

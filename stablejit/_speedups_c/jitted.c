@@ -2,39 +2,18 @@
  *
  * A call function with the function and options it is called with, as
  * functools.partial(call, fn, opts) is on the pure path; but its call
- * reaches a Guard with no argument tuples built, and making one costs one
+ * reaches a RecordCall with no argument tuples built, and making one costs one
  * allocation (no argument tuple, no keywords dict).
  */
 #include "speedups.h"
-
-PyObject *
-sj_call_with(PyObject *call, PyObject *fn, PyObject *opts, PyObject *const *args,
-             Py_ssize_t nargs, PyObject *kwnames)
-{
-    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
-    PyObject *small[SMALL_STACK], **stack = small;
-    if (total + 2 > SMALL_STACK) {
-        stack = PyMem_Malloc(sizeof(PyObject *) * (total + 2));
-        if (stack == NULL)
-            return PyErr_NoMemory();
-    }
-    stack[0] = fn;
-    stack[1] = opts;
-    for (Py_ssize_t i = 0; i < total; i++)
-        stack[i + 2] = args[i];
-    PyObject *result = PyObject_Vectorcall(call, stack, nargs + 2, kwnames);
-    if (stack != small)
-        PyMem_Free(stack);
-    return result;
-}
 
 static PyObject *
 jitted_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Jitted *j = (Jitted *)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (Py_TYPE(j->call) == &sj_GuardType)
-        return sj_guard_call(j->call, j->fn, j->opts, args, nargs, kwnames);
+    if (Py_TYPE(j->call) == &sj_RecordCallType)
+        return sj_record_call(j->call, j->fn, j->opts, args, nargs, kwnames);
     return sj_call_with(j->call, j->fn, j->opts, args, nargs, kwnames);
 }
 
@@ -50,22 +29,6 @@ static const Py_ssize_t jitted_held[] = {offsetof(Jitted, call), offsetof(Jitted
                                          offsetof(Jitted, opts), offsetof(Jitted, dict), -1};
 static const SjLayout jitted_layout = {jitted_held, offsetof(Jitted, weakrefs)};
 SJ_GC(jitted, jitted_layout)
-
-Py_ssize_t
-sj_slot_offset(PyObject *cls, const char *name)
-{
-    PyObject *descr = PyObject_GetAttrString(cls, name);
-    Py_ssize_t offset = -1;
-    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
-            offset = m->offset;
-    }
-    Py_XDECREF(descr);
-    if (offset < 0)
-        PyErr_Format(PyExc_TypeError, "%s's %s is not a writable slot", ((PyTypeObject *)cls)->tp_name, name);
-    return offset;
-}
 
 /* The class adopt adopted (StableJitted), and up to FREE_JITTED
  * of its instances' memory kept for reuse: one is made and dropped on every

@@ -1,66 +1,6 @@
-/* The module stablejit._speedups: its shared state, functions and init. */
+/* The module stablejit._speedups: its functions and init. It depends on every
+ * other file; none depends on it. */
 #include "speedups.h"
-
-THREAD_LOCAL PyObject *sj_current_fn = NULL;
-THREAD_LOCAL PyObject *sj_current_entry = NULL;
-PyObject *sj_str_dict;
-PyObject *sj_sinks_now = NULL;
-
-#define HELD(o, offset) ((PyObject **)((char *)(o) + (offset)))
-
-int
-sj_traverse(PyObject *o, const SjLayout *layout, visitproc visit, void *arg)
-{
-    for (const Py_ssize_t *at = layout->held; *at >= 0; at++)
-        Py_VISIT(*HELD(o, *at));
-    return 0;
-}
-
-int
-sj_clear(PyObject *o, const SjLayout *layout)
-{
-    for (const Py_ssize_t *at = layout->held; *at >= 0; at++)
-        Py_CLEAR(*HELD(o, *at));
-    return 0;
-}
-
-/* (A Python subclass's instances hold their class: its own dealloc and
- * traverse, Python's, see to that, then call these.) */
-void
-sj_release(PyObject *o, const SjLayout *layout)
-{
-    PyObject_GC_UnTrack(o);
-    if (layout->weakrefs && *HELD(o, layout->weakrefs) != NULL)
-        PyObject_ClearWeakRefs(o);
-    sj_clear(o, layout);
-}
-
-void
-sj_dealloc(PyObject *o, const SjLayout *layout)
-{
-    sj_release(o, layout);
-    Py_TYPE(o)->tp_free(o);
-}
-
-void
-sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n)
-{
-    for (int i = 0; i < n; i++) {
-        Py_INCREF(values[i]);
-        *HELD(o, layout->held[i]) = values[i];
-    }
-}
-
-PyObject *
-sj_dict_of(PyObject *o)
-{
-    Py_INCREF(o);
-    PyObject *d = PyObject_GenericGetAttr(o, sj_str_dict);
-    Py_DECREF(o);
-    if (d != NULL && !PyDict_CheckExact(d))
-        Py_CLEAR(d);
-    return d;
-}
 
 static PyObject *
 current(PyObject *module, PyObject *unused)
@@ -84,10 +24,10 @@ publish_sinks(PyObject *module, PyObject *sinks)
 
 static PyMethodDef methods[] = {
     {"current", current, METH_NOARGS,
-     "(function, entry): what the innermost Guard running on this thread is calling, and "
+     "(function, entry): what the innermost RecordCall running on this thread is calling, and "
      "the cache entry whose jax.jit it calls; (None, None) if none is."},
     {"publish_sinks", publish_sinks, METH_O,
-     "publish_sinks(sinks): the side channels' table that Guards' checks hold under from now "
+     "publish_sinks(sinks): the side channels' table that RecordCalls' checks hold under from now "
      "on (sinks.py calls it each time it replaces SINKS)."},
     {"objects_fit", (PyCFunction)(void (*)(void))sj_objects_fit, METH_FASTCALL,
      "objects_fit(objs, types, sizes, names, values, sinks, seen): the guards' "
@@ -110,8 +50,8 @@ PyInit__speedups(void)
     sj_str_dict = PyUnicode_InternFromString("__dict__");
     if (sj_str_dict == NULL)
         return NULL;
-    PyTypeObject *types[] = {&sj_GuardType, &sj_FrontType, &sj_JittedType, &sj_CountedType};
-    const char *names[] = {"Guard", "Front", "Jitted", "Counted"};
+    PyTypeObject *types[] = {&sj_RecordCallType, &sj_FrontType, &sj_JittedType, &sj_CountedType};
+    const char *names[] = {"RecordCall", "Front", "Jitted", "Counted"};
     for (int i = 0; i < 4; i++) {
         if (PyType_Ready(types[i]) < 0)
             return NULL;

@@ -14,9 +14,10 @@
 #define THREAD_LOCAL _Thread_local
 #endif
 
-/* The function a Guard is calling on this thread (borrowed: alive for as long
- * as the call runs) and the cache entry whose jax.jit it calls (a reference
- * the Guard holds for as long); module.c's current() reads them. */
+/* shared.c: the function a RecordCall is calling on this thread (borrowed:
+ * alive for as long as the call runs) and the cache entry whose jax.jit it
+ * calls (a reference the RecordCall holds for as long); module.c's
+ * current() reads them. */
 extern THREAD_LOCAL PyObject *sj_current_fn;
 extern THREAD_LOCAL PyObject *sj_current_entry;
 
@@ -57,13 +58,13 @@ void sj_hold(PyObject *o, const SjLayout *layout, PyObject *const *values, int n
 /* Arguments a call keeps on the C stack before it allocates. */
 #define SMALL_STACK 16
 
-extern PyTypeObject sj_GuardType;  /* guard.c */
-extern PyTypeObject sj_CountedType; /* guard.c */
+extern PyTypeObject sj_RecordCallType; /* record_call.c */
+extern PyTypeObject sj_CountedType;    /* record_call.c */
 extern PyTypeObject sj_FrontType;  /* front.c */
 extern PyTypeObject sj_JittedType; /* jitted.c */
 
-/* guard.c: the cache entries' base, whose hits a Guard counts without
- * making an int per call. */
+/* record_call.c: the cache entries' base, whose hits a RecordCall counts
+ * without making an int per call. */
 typedef struct {
     PyObject_HEAD
     Py_ssize_t hits;
@@ -73,22 +74,23 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *call; /* the call function: a Guard, or Python's call(fn, opts, *args, **kw) */
+    PyObject *call; /* the call function: a RecordCall, or Python's call(fn, opts, *args, **kw) */
     PyObject *fn;
     PyObject *opts;
     PyObject *dict;
     PyObject *weakrefs;
 } Jitted;
 
-/* call(fn, opts, *args, **kwargs), args as a vectorcall's (kwnames' values after them). */
+/* shared.c: call(fn, opts, *args, **kwargs), args as a vectorcall's
+ * (kwnames' values after them). */
 PyObject *sj_call_with(PyObject *call, PyObject *fn, PyObject *opts, PyObject *const *args,
                        Py_ssize_t nargs, PyObject *kwnames);
 
-/* Where o's class keeps a __slots__ member (at offset). */
-#define SLOT(o, offset) ((PyObject **)((char *)(o) + (offset)))
+/* The object field of o at offset (a __slots__ member, or a field a layout holds). */
+#define MEMBER(o, offset) ((PyObject **)((char *)(o) + (offset)))
 
-/* The offset of cls's writable __slots__ member name, or -1 with a TypeError. */
-Py_ssize_t sj_slot_offset(PyObject *cls, const char *name);
+/* shared.c: the offset of cls's writable __slots__ member name, or -1 with a TypeError. */
+Py_ssize_t sj_member_offset(PyObject *cls, const char *name);
 
 /* A new instance of type (Jitted or a subclass) of call, fn and opts. */
 PyObject *sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObject *opts);
@@ -96,11 +98,11 @@ PyObject *sj_jitted_new(PyTypeObject *type, PyObject *call, PyObject *fn, PyObje
 /* adopt(cls), a function of the module (see jitted.c). */
 PyObject *sj_adopt(PyObject *module, PyObject *cls);
 
-/* guard.c: a Guard's call of fn with opts, as sj_call_with(guard, ...) would make it. */
-PyObject *sj_guard_call(PyObject *guard, PyObject *fn, PyObject *opts, PyObject *const *args,
+/* record_call.c: a RecordCall's call of fn with opts, as sj_call_with(it, ...) would make it. */
+PyObject *sj_record_call(PyObject *call, PyObject *fn, PyObject *opts, PyObject *const *args,
                         Py_ssize_t nargs, PyObject *kwnames);
 
-/* An object's __dict__ as the walk reads it (object.__getattribute__(o,
+/* shared.c: an object's __dict__ as the walk reads it (object.__getattribute__(o,
  * "__dict__")), o held across the read, which runs its class's descriptor:
  * code that may drop o's last other reference. A new reference to an exact
  * dict; else NULL, with an error set if the read raised one. */

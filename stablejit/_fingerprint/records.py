@@ -1,4 +1,4 @@
-"""The fingerprint's fast path: a redefined function's last key, re-checked by identity.
+"""Records: a redefined function's last key, re-checked by identity (the fast path).
 
 A nested function is redefined on every call, typically over the same globals
 dict and the same immutable values, new arrays, and other such functions (an
@@ -10,32 +10,37 @@ that fit in turn, has that key, found without a walk: containers are
 re-checked item by item against what the key was built from, by identity
 first, never re-keyed. Anything else takes the full walk (see :mod:`.walk`).
 
-What a child must be is each kind's say (``Kind.slot``), as one of the
+What a child must be is each kind's say (``Kind.guard``), as one of the
 guards of :mod:`.guards`; this module holds the records, which a record that
-keeps matching has compiled (:mod:`.checker`).
+keeps matching has compiled (:mod:`.codegen`).
 """
 
 from __future__ import annotations
 
-from .checker import compile_match
+import operator
+from itertools import islice
+
+from .._config import config
 from .code import FastRecords
+from .codegen import compile_match
 from .guards import (
+    ANY_ARRAY,
     ATOM_TYPES,
-    LEAF_SLOT,
-    SEEN_SLOTS,
-    LiftedSlot,
-    RefSlot,
+    NUMBERING_TYPES,
+    LiftedGuard,
+    RefGuard,
+    fresh,
+    guard_fits,
     same_defaults,
-    slot_fits,
     undo,
 )
-from .kind import LEAF, LIFTED_SCALAR, MISSING, NO_SLOT, TABLE, ref_number
+from .kind import LEAF, LEAF_TYPES, LIFTED_SCALAR, MISSING, NO_GUARD, TABLE, ref_number
 from .parts import CELL, DEFAULTS, GLOBAL, KWDEFAULTS, SUNK
 from .sinks import is_sink_key
 
 FAST_PATH_TRIES = 8
 """Failed fast-path builds after which a code object's functions stop trying
-(one whose children the slots cannot re-check never qualifies)."""
+(one whose children its guards cannot re-check never qualifies)."""
 
 COMPILE_AFTER = 4
 """Matches after which a record's checks are compiled into one function."""
@@ -75,12 +80,13 @@ def remember(fast: FastRecords, record) -> None:
     fast.call = record.call
 
 
-class FastPath:
+class Record:
     """A record: the last key of a function of one code object, and what each
     of its children must be for that key to stand (see the module's
     docstring). The same globals dict and side channels are required; each
-    child must be the very same object (immutable, so equal), another array,
-    a lifted number of its type, or a function or tuple whose own slots fit.
+    child must fit its guard: the very same object (immutable, so equal),
+    another array, a lifted number of its type, or a function or container
+    whose own children fit in turn.
     """
 
     __slots__ = (
@@ -101,10 +107,11 @@ class FastPath:
     )
 
     @classmethod
-    def build(cls, fn, places, part_keys, w, key):
+    def build(cls, fn, places, part_keys, w, key, n_leaves):
         """A fast path for ``fn``'s code, or None if ``fn`` has other children
         (``w``: the walk that just keyed ``fn`` as ``key``, its parts
-        ``places`` as ``part_keys``; see :mod:`.parts`)."""
+        ``places`` as ``part_keys``, their arrays ``w.leaves[n_leaves:]``;
+        see :mod:`.parts`)."""
         # Defaults are re-checked as atoms (see same_defaults), so they must
         # hold no leaves: under lift_scalars, no numbers that it lifts.
         allowed = ATOM_TYPES if w.lift is None else ATOM_TYPES - {float, complex}
@@ -118,17 +125,17 @@ class FastPath:
             if what is GLOBAL:
                 if v is SUNK:
                     continue  # re-read by nobody: the key holds the sink's identity
-                slot = slot_of(v, k, w.records)
-                if slot is NO_SLOT:
+                guard = guard_of(v, k, w.records)
+                if guard is NO_GUARD:
                     return None
-                checks.append((name, slot))
+                checks.append((name, guard))
             elif what is CELL:
                 if v is SUNK:  # a sink is this very cell, which a redefinition replaces
                     return None
-                slot = slot_of(v, k, w.records)
-                if slot is NO_SLOT:
+                guard = guard_of(v, k, w.records)
+                if guard is NO_GUARD:
                     return None
-                cells.append(slot)
+                cells.append(guard)
             elif what is not DEFAULTS and what is not KWDEFAULTS:
                 return None  # attribute chains and function attributes: the full walk
         g, b = fn.__globals__, fn.__builtins__
@@ -139,10 +146,14 @@ class FastPath:
         self.g_id, self.b_id, self.sinks = id(g), id(b), w.sinks
         self.defaults, self.kwdefaults = fn.__defaults__, fn.__kwdefaults__
         self.globals, self.cells, self.key = tuple(checks), tuple(cells), key
-        # Nested slots number the functions they match, as a walk would, so
+        # Nested guards number the functions they match, as a walk would, so
         # that back references (absolute numbers in ``key``, each re-checked
-        # by a RefSlot) count the same either way.
-        self.nested = any(type(x) in SEEN_SLOTS for x in (*(s for _, s in checks), *cells))
+        # by a RefGuard) count the same either way.
+        # The walk numbers a function's keyword defaults, a dict, right after
+        # the function: the record numbers them too.
+        self.nested = fn.__kwdefaults__ is not None or any(
+            type(x) in NUMBERING_TYPES for x in (*(g for _, g in checks), *cells)
+        )
         # The walk's lift_scalars (None or True): it decides the keys of numbers.
         self.lift = w.lift
         w.records[id(fn)] = self
@@ -150,26 +161,61 @@ class FastPath:
         # hashing the key (see StableJitted.__call__).
         self.entries = {}
         # ``match``: interpreted, counting, until the record has proved
-        # itself; then compiled (see :mod:`.checker`), as a record matched
+        # itself; then compiled (see :mod:`.codegen`), as a record matched
         # once only (a value that changes on every call) is not worth it.
         self.hits = 0
         self.match = self._counting
         # The runtime's call function for this record (see the runtime's
         # ``jitted``), made once ``match`` is compiled; None until then.
         self.call = None
+        if config.check_records:
+            self.check_built(fn, w, n_leaves)
         return self
+
+    def check_built(self, fn, w, n_leaves) -> None:
+        """Raises :class:`RecordCheckError` unless the interpreted checks give,
+        on ``fn``, what walk ``w`` just gave it: the key, the arrays past
+        ``n_leaves``, and the numbering (``config.check_records``)."""
+        seen = w.seen
+        start = dict(islice(seen.items(), seen[id(fn)] + 1))  # as the walk entered fn
+        leaves = []
+        got = self.interpret(fn, leaves, w.sinks, start)
+        if got is not self.key:
+            raise RecordCheckError(fn, "its own record does not match it")
+        if not same_leaves(leaves, w.leaves[n_leaves:]) or start != seen:
+            raise RecordCheckError(fn, "its record takes other arrays or numbers other objects")
 
     @property
     def compiled(self) -> bool:
         return self.hits >= COMPILE_AFTER
 
     def _counting(self, fn, leaves, sinks, seen=None):
+        n = len(leaves)
+        before = dict(seen) if seen is not None and config.check_records else None
         key = self.interpret(fn, leaves, sinks, seen)
         if key is not None:
             self.hits += 1
             if self.hits == COMPILE_AFTER:
-                self.match = compile_match(self)
+                match = compile_match(self)
+                if config.check_records:
+                    self._check_compiled(match, fn, leaves[n:], sinks, seen, before)
+                self.match = match
         return key
+
+    def _check_compiled(self, match, fn, leaves, sinks, seen, before) -> None:
+        """Raises :class:`RecordCheckError` unless ``match`` (the record's
+        compiled checks) gives on ``fn`` what the interpreted ones just gave:
+        the key, ``leaves``, and ``seen`` numbered from ``before``."""
+        after = None
+        if seen is not None:
+            after = dict(seen)
+            seen.clear()
+            seen.update(before)
+        mine = []
+        if match(fn, mine, sinks, seen) is not self.key or not same_leaves(mine, leaves):
+            raise RecordCheckError(fn, "its compiled checks disagree with its interpreted ones")
+        if seen is not None and seen != after:
+            raise RecordCheckError(fn, "its compiled checks number other objects")
 
     def interpret(self, fn, leaves, sinks, seen=None):
         """``fn``'s key if the checks hold (its leaves appended to ``leaves``,
@@ -192,12 +238,14 @@ class FastPath:
         if seen is None and self.nested:
             seen = {id(fn): 0}  # a walk from ``fn`` numbers it first
         n, n_seen = len(leaves), len(seen) if seen is not None else 0
+        if self.kwdefaults is not None and not fresh(fn.__kwdefaults__, sinks, seen):
+            return undo(leaves, n, seen, n_seen)
         g = fn.__globals__
         for name, expected in self.globals:
             v = g.get(name, MISSING)
             if v is MISSING:
                 v = fn.__builtins__.get(name, MISSING)
-            if v is not expected and not slot_fits(v, expected, leaves, sinks, seen):
+            if v is not expected and not guard_fits(v, expected, leaves, sinks, seen):
                 return undo(leaves, n, seen, n_seen)
         cells = self.cells
         if not cells:  # (a zip here would cost more than everything above)
@@ -208,24 +256,41 @@ class FastPath:
                 v = closure[i].cell_contents
             except ValueError:
                 v = MISSING
-            if v is not expected and not slot_fits(v, expected, leaves, sinks, seen):
+            if v is not expected and not guard_fits(v, expected, leaves, sinks, seen):
                 return undo(leaves, n, seen, n_seen)
         return self.key
 
 
-def slot_of(v, k, records):
+class RecordCheckError(AssertionError):
+    """A record's checks disagreed with the walk, or one path of them with
+    another, on the function they were proven on (``config.check_records``):
+    a bug of stablejit's, never of the program."""
+
+    def __init__(self, fn, what: str):
+        name = getattr(fn, "__qualname__", repr(fn))
+        super().__init__(f"stablejit: the fast-path record of {name}: {what}")
+
+
+def same_leaves(a: list, b: list) -> bool:
+    """Whether two lists of arrays hold the very same objects, in order."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
+def guard_of(v, k, records):
     """What a later value must be where ``v`` was keyed ``k``: ``v`` itself,
     any array, a lifted number of its type, the object a back reference
-    names, or what ``v``'s kind says (``Kind.slot``: a function, tuple, list,
-    dict or object re-checked in turn), else NO_SLOT (no fast path)."""
+    names, or what ``v``'s kind says (``Kind.guard``: a function, tuple,
+    list, dict or object re-checked in turn), else NO_GUARD (no fast path)."""
     if k is LEAF:
-        return LEAF_SLOT
+        # (A large NumPy array is lifted, but a small one would be a constant:
+        # the walk tells them apart.)
+        return ANY_ARRAY if type(v) in LEAF_TYPES else NO_GUARD
     if k is LIFTED_SCALAR:
-        return LiftedSlot(type(v))
+        return LiftedGuard(type(v))
     n = ref_number(k)
     if n is not None:  # a function, list, dict or object met before
-        return RefSlot(n)
+        return RefGuard(n)
     if is_sink_key(k) or k is v or type(v) in ATOM_TYPES:
         return v
     kind = TABLE.get(type(v))
-    return NO_SLOT if kind is None else kind.slot(v, k, records)
+    return NO_GUARD if kind is None else kind.guard(v, k, records)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 
-class Slot(NamedTuple):
+class Place(NamedTuple):
     """How to read, write and name one kind of place that holds a value."""
 
     get: Callable[[Any, Any], Any]
@@ -22,21 +22,21 @@ def _set_cell(cell, _, value):
     cell.cell_contents = value
 
 
-ITEM = Slot(
+ITEM = Place(
     lambda c, k: dict.__getitem__(c, k) if isinstance(c, dict) else list.__getitem__(c, k),
     lambda c, k, v: list.__setitem__(c, k, v) if isinstance(c, list) else dict.__setitem__(c, k, v),
     lambda c, k: f"item {k!r} of a {type(c).__qualname__}",
 )
 """An item of a list or dict (their own methods, not a subclass's)."""
-GLOBAL = Slot(dict.__getitem__, dict.__setitem__, lambda g, k: f"the global {k!r}")
+GLOBAL = Place(dict.__getitem__, dict.__setitem__, lambda g, k: f"the global {k!r}")
 """A name in a module's namespace (its ``__dict__``)."""
-ATTR = Slot(
+ATTR = Place(
     getattr,
     object.__setattr__,
     lambda o, k: f"{type(o).__qualname__}.{k}",
 )
 """An attribute kept in a slot (``__slots__``)."""
-CELL = Slot(
+CELL = Place(
     lambda c, _: c.cell_contents,
     _set_cell,
     lambda c, k: f"the closure variable {k!r}",

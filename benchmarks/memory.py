@@ -23,7 +23,6 @@ import numpy as np  # noqa: E402
 
 import stablejit  # noqa: E402
 from stablejit import stable_jit  # noqa: E402
-from stablejit._runtime import cache as _cache  # noqa: E402
 
 MIB = 1 << 20
 SCALE = 10 if args.quick else 1  # --quick: a tenth of the calls and variants
@@ -60,7 +59,7 @@ def main():
     a0 = rss()
     fresh_arrays(calls)
     a1 = rss()
-    entries_a = _cache.num_entries()
+    entries_a = stablejit.cache_info().entries
 
     stablejit.config.cache_size = size
     stablejit.config.recompile_limit = 10_000
@@ -68,8 +67,8 @@ def main():
     b0 = rss()
     many_variants(variants)
     b1 = rss()
-    entries_b = _cache.num_entries()
     info = stablejit.cache_info()
+    entries_b = info.entries
 
     rows = [
         "| scenario | RSS before | RSS after | growth | cache entries |",

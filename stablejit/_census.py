@@ -28,6 +28,7 @@ import jax
 from jax import monitoring
 
 from ._config import config
+from ._diagnostics import events
 from ._observe import cache_info
 from ._patch import patch
 from ._runtime.api import stable_jit
@@ -35,13 +36,8 @@ from ._runtime.api import stable_jit
 MODES = ("off", "jit", "patch")
 TOP = 10
 
-# jax.monitoring event names, as JAX spells them (jax/_src/dispatch.py since
-# 0.4); read from JAX where it still defines them, so a renamed event shows
-# as "n/a" rather than as a silent zero.
-_EVENTS = {
-    "traces": ("JAXPR_TRACE_EVENT", "/jax/core/compile/jaxpr_trace_duration"),
-    "compiles": ("BACKEND_COMPILE_EVENT", "/jax/core/compile/backend_compile_duration"),
-}
+# The jax.monitoring events counted, by kind.
+_EVENTS = {"traces": events.TRACE, "compiles": events.COMPILE}
 
 _RETRACE = re.compile(r"^(?P<function>.*?) retraced: (?P<reasons>.*)$", re.S)
 # "closure variable 'k' changed 1.0 → 2.0", "global 'S' was rebound: 2 → 3",
@@ -49,16 +45,6 @@ _RETRACE = re.compile(r"^(?P<function>.*?) retraced: (?P<reasons>.*)$", re.S)
 _CHANGE = re.compile(
     r"^(?P<what>.+?)(?P<sep> changed | was rebound: |: )(?P<values>.+ → .+)$", re.S
 )
-
-
-def _event_names() -> tuple[dict[str, str], set[str]]:
-    """``({kind: event name}, the names JAX itself still defines)``."""
-    try:
-        from jax._src import dispatch
-    except ImportError:
-        dispatch = None
-    names = {kind: getattr(dispatch, a, None) or d for kind, (a, d) in _EVENTS.items()}
-    return names, {getattr(dispatch, a) for a, _ in _EVENTS.values() if hasattr(dispatch, a)}
 
 
 class _Code:
@@ -109,7 +95,7 @@ class _Census:
         self.lock = threading.Lock()
         self.jit_objects = 0
         self.codes: dict[Any, _Code] = {}
-        self.events, self.known = _event_names()
+        self.events = _EVENTS
         self.counts = dict.fromkeys(self.events, 0)
         self.seconds = dict.fromkeys(self.events, 0.0)
         self.by_name: dict[str, collections.Counter] = {
@@ -268,8 +254,9 @@ def report() -> dict[str, Any]:
         retrace_count = c.retrace_count
 
     def count(kind: str) -> int | None:
-        # A zero from an event JAX does not define any more means "unknown".
-        return counts[kind] if c.events[kind] in c.known or counts[kind] else None
+        # A zero from an event JAX does not define any more means "unknown"
+        # (shown as "n/a"), not a silent zero.
+        return counts[kind] if c.events[kind] in events.FROM_JAX or counts[kind] else None
 
     redefined = sorted((k for k in codes if k.functions > 1), key=lambda k: (-k.functions, -k.jits))
     names = {k.name for k in codes}

@@ -20,6 +20,7 @@ from ._fingerprint.kind import LEAF_KIND, Kind, keys, register_kind
 from ._fingerprint.rebuild import rebuild
 from ._fingerprint.walk import Lift, fingerprint
 from ._registry import Memo
+from ._runtime.argtrees import Static
 from ._runtime.options import lift_option
 
 
@@ -35,31 +36,6 @@ class _Hole:
 
 _HOLE = _Hole()
 register_kind(_Hole, LEAF_KIND)
-
-
-class _Static:
-    """The auxiliary data of a :class:`StableFunction`: equal when the keys are.
-
-    It holds a skeleton of the function with every leaf replaced by a hole,
-    so JAX's caches, which keep auxiliary data, keep no user array alive.
-    """
-
-    __slots__ = ("key", "skeleton", "lift", "_hash")
-
-    def __init__(self, key, skeleton, lift: Lift):
-        self.key = key
-        self.skeleton = skeleton
-        self.lift = lift
-        self._hash = hash(key)
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        return type(other) is _Static and (self is other or self.key == other.key)
-
-    def __repr__(self):
-        return f"<structure of {getattr(self.skeleton, '__qualname__', self.skeleton)!r}>"
 
 
 _STATICS = Memo(256)
@@ -81,7 +57,7 @@ class StableFunction:
 
     __slots__ = ("_static", "_leaves", "_fn", "__weakref__")
 
-    def __init__(self, static: _Static, leaves: list, fn: Any = _HOLE):
+    def __init__(self, static: Static, leaves: list, fn: Any = _HOLE):
         self._static = static
         self._leaves = leaves
         self._fn = fn  # the function itself, once built
@@ -92,7 +68,7 @@ class StableFunction:
         static = _STATICS.get(key)
         if static is None:
             skeleton = rebuild(fn, [_HOLE] * len(leaves), lift)
-            static = _STATICS.put(key, _Static(key, skeleton, lift))
+            static = _STATICS.put(key, Static(key, skeleton, lift))
         return cls(static, leaves, fn)
 
     def __call__(self, *args, **kwargs):

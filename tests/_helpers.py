@@ -2,6 +2,7 @@
 
 import jax
 
+from stablejit._diagnostics import events
 from stablejit._fingerprint.walk import fingerprint
 
 
@@ -25,7 +26,7 @@ COMPILED: list = []
 
 
 def _on_event(event: str, seconds: float, **_) -> None:
-    if event == "/jax/core/compile/backend_compile_duration":
+    if event == events.COMPILE:
         COMPILED.append(seconds)
 
 

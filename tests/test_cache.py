@@ -82,7 +82,7 @@ def test_closed_over_arrays_are_freed():
     ref = run()
     gc.collect()
     assert ref() is None
-    assert _cache.num_entries() == 1
+    assert stablejit.cache_info().entries == 1
 
 
 def test_closed_over_objects_are_freed():
@@ -124,7 +124,7 @@ def test_cache_is_bounded_and_least_recently_used_is_evicted(traces):
 
     for k in range(5):
         _used_twice(make, k)
-    assert _cache.num_entries() == 3
+    assert stablejit.cache_info().entries == 3
     assert traces.n == 5
     make(4)(jnp.zeros(1))  # most recent: still cached
     assert traces.n == 5
@@ -142,7 +142,7 @@ def test_variants_never_used_again_are_held_to_a_quarter_of_the_bound(traces):
     assert traces.n == 10
     # The reused four, two of the others (a quarter of 8) and the newest, made
     # since the last eviction.
-    assert _cache.num_entries() == 4 + 2 + 1
+    assert stablejit.cache_info().entries == 4 + 2 + 1
     for k in (0, 1, 2, 3, 7, 8, 9):
         make(k)(jnp.zeros(1))
     assert traces.n == 10
@@ -155,9 +155,9 @@ def test_the_bound_counts_executables_so_an_entry_compiled_for_many_shapes_weigh
     make = functools.partial(_adder, traces)
     for n in (1, 2, 3):  # one entry, three executables
         make(0)(jnp.zeros(n))
-    assert (_cache.num_entries(), traces.n) == (1, 3)
+    assert (stablejit.cache_info().entries, traces.n) == (1, 3)
     make(1)(jnp.zeros(1))  # a fourth executable: the older entry goes
-    assert _cache.num_entries() == 1
+    assert stablejit.cache_info().entries == 1
     np.testing.assert_array_equal(make(0)(jnp.zeros(1)), [0.0])
     assert traces.n == 5  # evicted: traced again
 
@@ -190,9 +190,9 @@ def test_shrinking_the_cache_evicts_immediately():
     for k in range(4):
         for _ in range(2):
             stable_jit(lambda x, k=k: x + k)(jnp.zeros(1))
-    assert _cache.num_entries() == 4
+    assert stablejit.cache_info().entries == 4
     stablejit.config.cache_size = 2
-    assert _cache.num_entries() == 2
+    assert stablejit.cache_info().entries == 2
 
 
 def test_a_hit_makes_an_entry_recently_used(traces):
@@ -249,7 +249,7 @@ def test_ten_thousand_fresh_closures_over_fresh_arrays_keep_one_entry_and_no_arr
         out = outer(i)
     np.testing.assert_array_equal(out, np.full(2048, 9999.0))
     gc.collect()
-    assert _cache.num_entries() == 1
+    assert stablejit.cache_info().entries == 1
     assert sum(r() is not None for r in refs) == 0
 
 

@@ -130,6 +130,19 @@ def test_cache_info_counts_hits_misses_traces_compiles():
     assert "2 compiled, 3 hits, 2 misses, 3 traces" in repr(f)
 
 
+def test_cache_info_counts_each_xla_compile_once():
+    # The count comes from JAX's compile event (its name in _diagnostics/events.py):
+    # under a name JAX no longer sends it would stay 0, and eviction, which weighs
+    # entries by their compiles, would weigh each as 1.
+    f = stable_jit(lambda x: x * 3)
+    f(jnp.ones(2))
+    assert stablejit.cache_info(f).compiles == 1
+    f(jnp.ones(2))  # a hit: nothing compiled
+    assert stablejit.cache_info(f).compiles == 1
+    f(jnp.ones(3))  # a new shape: compiled again
+    assert stablejit.cache_info(f).compiles == 2
+
+
 def test_cache_info_counts_the_hits_of_the_fast_path_too():
     # A redefined closure's calls are served by its record's call function
     # (in C where the accelerator is built) once it is compiled: each is a hit.

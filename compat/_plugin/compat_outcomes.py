@@ -19,6 +19,7 @@ traced to the tests that do.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import zlib
@@ -26,8 +27,6 @@ import zlib
 import pytest
 
 _PATH = os.environ.get("COMPAT_OUTCOMES")
-# JAX's backend-compile duration event (jax/_src/dispatch.py).
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _compiles = [0]
 _pending: list[dict] = []  # a running test's lines, written when it ends
 
@@ -45,8 +44,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     config.hook.pytest_deselected(items=drop)
 
 
-def _count(event: str, duration: float, **_) -> None:
-    if event == _COMPILE_EVENT:
+def _count(compile_event: str, event: str, duration: float, **_) -> None:
+    if event == compile_event:
         _compiles[0] += 1
 
 
@@ -55,7 +54,11 @@ def pytest_configure(config) -> None:
         from jax import monitoring
     except ImportError:  # a suite without JAX: outcomes only
         return
-    monitoring.register_event_duration_secs_listener(_count)
+    try:  # the name stablejit's own counters listen for
+        from stablejit._diagnostics.events import COMPILE
+    except ImportError:  # a stablejit revision from before that module
+        from jax._src.dispatch import BACKEND_COMPILE_EVENT as COMPILE
+    monitoring.register_event_duration_secs_listener(functools.partial(_count, COMPILE))
 
 
 def _first_line(report) -> str:

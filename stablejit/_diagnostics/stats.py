@@ -13,9 +13,7 @@ from typing import Any, NamedTuple
 from jax import monitoring
 
 from .._registry import on_clear
-
-# JAX reports each XLA compilation under this event name (jax/_src/dispatch.py).
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+from . import events
 
 
 class CacheInfo(NamedTuple):
@@ -152,7 +150,7 @@ def done_compiling() -> None:
 
 
 def _on_event(event: str, seconds: float, **_) -> None:
-    if event != _COMPILE_EVENT:
+    if event != events.COMPILE:
         return
     entry = getattr(_TLS, "entry", None)
     if entry is not None:

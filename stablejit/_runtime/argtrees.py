@@ -15,33 +15,43 @@ from collections.abc import Callable
 import jax
 
 from .._fingerprint.classify import ARRAY_BASES
-from .._fingerprint.walk import KeyWalker
+from .._fingerprint.walk import KeyWalker, Lift
 from .._registry import Memo
 from .statics import Box
 
 
-class ArgStatic:
-    """An argument's tree structure, equal when the fingerprints of every
-    node's auxiliary data are. Keeps the first treedef seen, to unflatten."""
+class Static:
+    """Auxiliary data of a pytree node, equal when the keys (fingerprints) are.
 
-    __slots__ = ("key", "treedef", "_hash")
+    The node of an :class:`ArgTree` here, and of a ``StableFunction``
+    (``_stable.py``). ``skeleton`` is the first structure seen of that key, to
+    unflatten with: an argument's treedef, or a function with every leaf a
+    hole, so JAX's caches, which keep auxiliary data, keep no user array
+    alive; ``lift``, the scalars its leaves were lifted with.
+    """
 
-    def __init__(self, key, treedef):
+    __slots__ = ("key", "skeleton", "lift", "_hash")
+
+    def __init__(self, key, skeleton, lift: Lift = None):
         self.key = key
-        self.treedef = treedef
+        self.skeleton = skeleton
+        self.lift = lift
         self._hash = hash(key)
 
     def __hash__(self):
         return self._hash
 
     def __eq__(self, other):
-        return type(other) is ArgStatic and (self is other or self.key == other.key)
+        return type(other) is Static and (self is other or self.key == other.key)
+
+    def __repr__(self):
+        return f"<structure of {getattr(self.skeleton, '__qualname__', self.skeleton)!r}>"
 
 
 class ArgTree:
     __slots__ = ("static", "leaves")
 
-    def __init__(self, static: ArgStatic, leaves):
+    def __init__(self, static: Static, leaves):
         self.static = static
         self.leaves = leaves
 
@@ -84,7 +94,7 @@ def _as_tree(a):
         return a
     static = _STATICS.get(key)
     if static is None:
-        static = _STATICS.put(key, ArgStatic(key, treedef))
+        static = _STATICS.put(key, Static(key, treedef))
     return ArgTree(static, leaves)
 
 
@@ -102,7 +112,7 @@ def by_structure(jitted: Callable, n_leaves: int) -> Callable:
 
 
 def _value(a):
-    return a.static.treedef.unflatten(a.leaves) if type(a) is ArgTree else a
+    return a.static.skeleton.unflatten(a.leaves) if type(a) is ArgTree else a
 
 
 def unwrap(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -253,7 +253,3 @@ def clear(tag=None) -> int:
 
 
 on_clear(clear)
-
-
-def num_entries() -> int:
-    return len(ENTRIES)

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,17 +89,22 @@ def interleaved(variants: dict[str, tuple[Callable[[], object], int]], rounds: i
 
 
 def import_copy(rev: str, name: str):
-    """stablejit as of ``rev`` (from ``git archive``), imported as the package ``name``."""
-    data = subprocess.run(
-        ["git", "archive", "--format=tar", rev, "stablejit"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
+    """stablejit as of ``rev`` (from ``git archive``; or, where ``rev`` is a
+    folder holding ``stablejit/``, as that folder has it: a machine without
+    the repository's history), imported as the package ``name``."""
     where = Path(tempfile.mkdtemp())
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(where, filter="data")
-    (where / "stablejit").rename(where / name)
+    if (Path(rev) / "stablejit").is_dir():
+        shutil.copytree(Path(rev) / "stablejit", where / name)
+    else:
+        data = subprocess.run(
+            ["git", "archive", "--format=tar", rev, "stablejit"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(where, filter="data")
+        (where / "stablejit").rename(where / name)
     _build_accelerator(where, name)
     sys.path.insert(0, str(where))
     return importlib.import_module(name)

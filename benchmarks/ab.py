@@ -1,6 +1,6 @@
 """A/B: this checkout's stablejit against stablejit at a git revision, on the hit path.
 
-    python benchmarks/ab.py --baseline REV [--device gpu] [--rounds N] [--quick]
+    python benchmarks/ab.py --baseline REV|FOLDER [--device gpu] [--rounds N] [--quick]
 
 Imports both side by side in one process (the revision from ``git archive``,
 under another package name) and times them interleaved, round by round, on
@@ -26,8 +26,10 @@ args = _harness.parse_args(
     __doc__, rounds=21, quick_rounds=5, extra={"baseline": "git revision to compare with"}
 )
 
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
 
@@ -93,9 +95,9 @@ def _objects_outer(stable_jit):
 
 
 def _git(*cmd: str) -> str:
-    return subprocess.run(
-        ["git", *cmd], cwd=_harness.ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    """Git's answer, or "" where there is no repository."""
+    done = subprocess.run(["git", *cmd], cwd=_harness.ROOT, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def _loop(outer, a):
@@ -111,9 +113,16 @@ def main():
     if not args.baseline:
         raise SystemExit("--baseline REV is required")
     rev = args.baseline
-    baseline_sha = _git("rev-parse", "--short", rev + "^{commit}")
+    # (A machine without the history, such as the device's, names both by
+    # files: the baseline folder's REVISION, and this tree's in $STABLEJIT_REVISION.)
+    revision = Path(rev) / "REVISION"
+    baseline_sha = _git("rev-parse", "--short", rev + "^{commit}") or (
+        revision.read_text().strip() if revision.is_file() else rev
+    )
     dirty = _git("status", "--porcelain", "--", "stablejit")
-    current_label = _git("rev-parse", "--short", "HEAD") + (" + uncommitted" if dirty else "")
+    current_label = (
+        _git("rev-parse", "--short", "HEAD") or os.environ.get("STABLEJIT_REVISION", "?")
+    ) + (" + uncommitted" if dirty else "")
     mods = {"baseline": _harness.import_copy(rev, "stablejit_baseline"), "current": stablejit}
     a = jnp.arange(8.0)
     variants = {}

@@ -6,7 +6,7 @@
  * Any failure fails the whole match, so the order of checks does not matter.
  *
  * A new kind is its two functions here and its line in the table. */
-#include "record_call.h"
+#include "match.h"
 
 static int
 invalid(const char *what)
@@ -19,8 +19,8 @@ invalid(const char *what)
 
 /* Places in the table below: a RecordCall's top spec is a function's, and
  * an object's __dict__ spec a dict's. */
-#define FUNCTION_KIND 0
-#define DICT_KIND 1
+#define DICT_KIND 0
+#define FUNCTION_KIND 1
 
 /* The items of v (a tuple, or a list re-read at each step: an object's
  * __dict__, read below, may run code that changes it) against specs. */
@@ -250,7 +250,7 @@ object_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
     /* Held while it is numbered (met before compares addresses). */
     Py_INCREF(v);
     PyObject *d = sj_dict_of(v);
-    int ok = d != NULL && sj_fits(g, d, ITEM(spec, 3), t);
+    int ok = d != NULL && dict_fits(g, d, ITEM(spec, 3), t); /* (valid: a dict spec) */
     if (d == NULL)
         PyErr_Clear();
     Py_XDECREF(d);
@@ -287,8 +287,8 @@ lifted_valid(Shape *s, PyObject *spec)
 /* -- the table ------------------------------------------------------------ */
 
 const GuardKind sj_guard_kinds[] = {
+    {"dict", 3, dict_fits, dict_valid}, /* first: the commonest, met first by the dispatch */
     {"function", 9, function_fits, function_valid},
-    {"dict", 3, dict_fits, dict_valid},
     {"tuple", 3, tuple_fits, tuple_valid},
     {"list", 2, list_fits, list_valid},
     {"back reference", 2, ref_fits, ref_valid},

@@ -1,5 +1,5 @@
 /* A record's call function (record_call.c) and the checks of its guards
- * (guard_kinds.c, with what a match takes in match.c): what they share. */
+ * (guard_kinds.c, with what a match takes in match.h): what they share. */
 #ifndef STABLEJIT_RECORD_CALL_H
 #define STABLEJIT_RECORD_CALL_H
 
@@ -84,12 +84,5 @@ int sj_function_fits(RecordCall *g, PyObject *fn, PyObject *spec, Taken *t);
  * is not. RecordCall() checks its specs once, so that a match reads them
  * unchecked and its buffers are sized to them. */
 int sj_valid(Shape *s, PyObject *spec, int function);
-
-/* match.c: what a match takes and compares. */
-int sj_number(Taken *t, PyObject *v);          /* 0 if met before or no room */
-int sj_fresh(RecordCall *g, Taken *t, PyObject *v); /* and not a side channel */
-int sj_take(Taken *t, PyObject *v);            /* an array; 0 if no room */
-int sj_same_atom(PyObject *v, PyObject *expected);
-int sj_same_defaults(PyObject *d, PyObject *expected);
 
 #endif

@@ -1,20 +1,24 @@
 /* What a match takes and compares (see README.md here): the objects it
  * numbers, the arrays it takes, and the same atom. The C twins of the
  * fingerprint's guards.fresh, same_atom (whose float rule is kind.float_key)
- * and same_defaults; tests/test_agreement.py proves them to agree. */
+ * and same_defaults; tests/test_agreement.py proves them to agree. Inline,
+ * for guard_kinds.c alone: a check calls them for every item it meets. */
+#ifndef STABLEJIT_MATCH_H
+#define STABLEJIT_MATCH_H
+
 #include "record_call.h"
 
 #include <math.h>
 
 /* -- numbering ------------------------------------------------------------ */
 
-static size_t
+static inline size_t
 bucket(PyObject *v, size_t mask)
 {
     return ((size_t)(uintptr_t)v >> 4) & mask;
 }
 
-static int
+static inline int
 met_before(Taken *t, PyObject *v)
 {
     if (t->set == NULL) {
@@ -31,7 +35,7 @@ met_before(Taken *t, PyObject *v)
     return 0;
 }
 
-int
+static inline int
 sj_number(Taken *t, PyObject *v)
 {
     if (t->n_met >= t->cap_met || met_before(t, v))
@@ -46,7 +50,7 @@ sj_number(Taken *t, PyObject *v)
     return 1;
 }
 
-int
+static inline int
 sj_fresh(RecordCall *g, Taken *t, PyObject *v)
 {
     if (PyDict_GET_SIZE(g->sinks) > 0) {
@@ -61,7 +65,7 @@ sj_fresh(RecordCall *g, Taken *t, PyObject *v)
     return sj_number(t, v);
 }
 
-int
+static inline int
 sj_take(Taken *t, PyObject *v)
 {
     if (t->n >= t->cap)
@@ -75,7 +79,7 @@ sj_take(Taken *t, PyObject *v)
 
 /* kind.float_key's rule: equal as float.hex tells floats apart, so -0.0 is
  * not 0.0 and NaN is NaN. */
-static int
+static inline int
 same_double(double a, double b)
 {
     if (isnan(a) || isnan(b))
@@ -83,7 +87,7 @@ same_double(double a, double b)
     return a == b && signbit(a) == signbit(b);
 }
 
-int
+static inline int
 sj_same_atom(PyObject *v, PyObject *expected)
 {
     PyTypeObject *tp = Py_TYPE(expected);
@@ -104,7 +108,7 @@ sj_same_atom(PyObject *v, PyObject *expected)
     return 0; /* bool and None are singletons, met by identity */
 }
 
-int
+static inline int
 sj_same_defaults(PyObject *d, PyObject *expected)
 {
     if (d == expected)
@@ -133,3 +137,5 @@ sj_same_defaults(PyObject *d, PyObject *expected)
     }
     return 1;
 }
+
+#endif

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import types
 
+import jax
+
 from .._config import config
 from .._diagnostics import stats
 from .._fingerprint import sinks
@@ -101,6 +103,9 @@ def call_statics(fn, opts, /, *args, **kwargs):
 @entry_point
 def first_call(fn, opts, args, kwargs, static_scalars=False):
     """A call that missed: finds or makes its entry, and traces it once."""
+    if jax.config.jax_disable_jit:
+        # As jax.jit: the function runs as Python, once (no trace to key).
+        return fn(*args, **kwargs)
     with TRACE_LOCK:
         # The hot path's key may have been read while another thread's
         # trace was mutating state (see TRACE_LOCK): read it with none running.

@@ -77,13 +77,16 @@ register_kind(WithStatics, _WithStaticsKind())
 class StaticSlots:
     """Which of a call's arguments are static, resolved like ``jax.jit`` does:
     ``static_argnames`` also name positional uses and ``static_argnums`` keyword
-    uses, through the function's signature, unless both are given."""
+    uses, through the function's signature, unless both are given (``infer``
+    false: an empty ``static_argnames=()`` with ``static_argnums`` says a
+    keyword use is not static)."""
 
-    __slots__ = ("nums", "names", "_memo")
+    __slots__ = ("nums", "names", "infer", "_memo")
 
-    def __init__(self, nums: tuple[int, ...], names: tuple[str, ...]):
+    def __init__(self, nums: tuple[int, ...], names: tuple[str, ...], infer: bool = True):
         self.nums = nums
         self.names = names
+        self.infer = infer
         self._memo = Memo(256)  # (code, type) → resolved slots
 
     def _resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
@@ -93,7 +96,7 @@ class StaticSlots:
         if out is not None:
             return out
         nums, names = self.nums, self.names
-        if not (nums and names):
+        if self.infer:
             try:
                 params = list(inspect.signature(fn).parameters.values())
             except (TypeError, ValueError):

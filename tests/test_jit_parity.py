@@ -1,0 +1,160 @@
+"""stable_jit behaves as jax.jit where a user can observe it: what wrapping
+refuses and with which message, which arguments are static, the attributes the
+wrapper wears, disable_jit, what it keeps alive, and where errors point."""
+
+import functools
+import typing
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from stablejit import stable_jit
+
+
+def _error_of(thunk) -> tuple[type, str]:
+    with pytest.raises(Exception) as info:
+        thunk()
+    return type(info.value), str(info.value)
+
+
+def _gen(x):
+    yield x
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [3, "f", jnp.ones(2), _gen, staticmethod(lambda x: x)],
+    ids=["int", "str", "array", "generator", "staticmethod"],
+)
+def test_wrapping_refuses_what_jax_jit_refuses_with_its_message(fun):
+    assert _error_of(lambda: stable_jit(fun)) == _error_of(lambda: jax.jit(fun))
+
+
+def test_a_coroutine_function_is_wrapped_and_its_call_fails_as_under_jax_jit():
+    async def co(x):
+        return x
+
+    wrapped = stable_jit(co)  # jax.jit wraps it too
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        with pytest.raises(TypeError, match="coroutine"):
+            wrapped(1.0)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"static_argnums": 2},
+        {"static_argnums": (0, 5)},
+        {"static_argnames": "z"},
+        {"donate_argnames": "z"},
+        {"static_argnames": "x", "donate_argnames": "x"},
+        {"static_argnums": 0, "donate_argnums": 0},
+    ],
+)
+def test_argument_numbers_and_names_are_checked_when_wrapping_as_jax_jit_does(options):
+    def f(x, y):
+        return x + y
+
+    expected = _error_of(lambda: jax.jit(f, **options))
+    assert _error_of(lambda: stable_jit(f, **options)) == expected
+    # Twice: the check is remembered per code, not skipped the second time.
+    assert _error_of(lambda: stable_jit(f, **options)) == expected
+
+
+def test_valid_argument_numbers_and_names_wrap_and_run():
+    def f(x, y, *, z):
+        return x * y + z
+
+    g = stable_jit(f, static_argnums=1, static_argnames="z", donate_argnums=0)
+    np.testing.assert_array_equal(g(jnp.ones(2), 3, z=1), [4.0, 4.0])
+
+
+def test_empty_static_argnames_beside_argnums_leaves_keyword_uses_traced(traces):
+    def f(x, y):
+        traces()
+        return x + y
+
+    for options in ({"static_argnums": 1, "static_argnames": ()}, {"static_argnums": 1}):
+        expected = jax.jit(f, **options)(1, y=2)
+        assert stable_jit(f, **options)(1, y=2) == expected == 3
+    g = stable_jit(f, static_argnums=1, static_argnames=())
+    traces.n = 0
+    for y in range(3):
+        assert g(1, y=y) == 1 + y
+    assert traces.n == 1  # y by keyword is an input: one trace for all its values
+
+
+def test_under_disable_jit_each_call_runs_the_python_body_once():
+    runs = []
+
+    def f(x):
+        runs.append(x)
+        return x * 2
+
+    with jax.disable_jit():
+        assert stable_jit(f)(3) == 6
+        assert len(runs) == 1
+        assert stable_jit(f)(4) == 8
+    assert len(runs) == 2
+
+
+def _documented(x: jax.Array, n: int = 2) -> jax.Array:
+    """Doubles, n times."""
+    return x * n
+
+
+class _Scaler:
+    def __call__(self, x):
+        return x * 3
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [_documented, functools.partial(_documented, n=3), _Scaler()],
+    ids=["function", "partial", "callable object"],
+)
+def test_the_wrapper_wears_what_jax_jit_wraps_onto_its_own(fun):
+    names = ("__wrapped__", "__name__", "__qualname__", "__doc__", "__module__", "__annotations__")
+    ours, theirs = stable_jit(fun), jax.jit(fun)
+    for name in names:
+        assert getattr(ours, name) == getattr(theirs, name), name
+    theirs_copied = {k: v for k, v in vars(theirs).items() if k not in ("_fun", "_jit_info")}
+    assert vars(ours) == theirs_copied
+
+
+def test_attributes_of_the_function_are_read_through_the_wrapper():
+    def f(x: int) -> int:
+        return x
+
+    f.marker = "set on f"
+    g = stable_jit(f)
+    assert g.marker == jax.jit(f).marker == "set on f"
+    assert (
+        typing.get_type_hints(g) == typing.get_type_hints(jax.jit(f)) == {"x": int, "return": int}
+    )
+    g.own = 1  # set on the wrapper: its own
+    assert g.own == vars(g)["own"] == 1
+    assert not hasattr(f, "own")
+    with pytest.raises(AttributeError):
+        g.missing  # noqa: B018
+
+
+def test_the_wrapper_class_keeps_its_own_docstring_and_module():
+    from stablejit import StableJitted
+
+    assert StableJitted.__module__ == "stablejit._runtime.jitted"
+    assert StableJitted.__doc__.startswith("A callable compiled like ``jax.jit``")
+
+
+@pytest.mark.parametrize(
+    "wrap", [lambda f: f, functools.partial, lambda f: functools.partial(functools.partial(f))]
+)
+def test_getstate_names_the_function_as_jax_jit_does(wrap):
+    def my_function():
+        return
+
+    fun = wrap(my_function)
+    state = stable_jit(fun).__getstate__()
+    assert state["function_name"] == jax.jit(fun).__getstate__()["function_name"] == "my_function"

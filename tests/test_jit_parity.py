@@ -3,7 +3,9 @@ refuses and with which message, which arguments are static, the attributes the
 wrapper wears, disable_jit, what it keeps alive, and where errors point."""
 
 import functools
+import gc
 import typing
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -158,3 +160,73 @@ def test_getstate_names_the_function_as_jax_jit_does(wrap):
     fun = wrap(my_function)
     state = stable_jit(fun).__getstate__()
     assert state["function_name"] == jax.jit(fun).__getstate__()["function_name"] == "my_function"
+
+
+def _closure_over_an_array(jit, calls):
+    a = jnp.arange(4.0)
+    alive = weakref.ref(a)
+
+    def f(y):
+        return y + a
+
+    g = jit(f)
+    for y in calls:
+        g(y)
+    return alive
+
+
+@pytest.mark.parametrize(
+    "calls", [[1.0], [1.0, 2.0], [1.0, jnp.ones(4)]], ids=["first", "hit", "new shapes"]
+)
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_closed_over_array_is_freed_once_its_function_is_dropped(jit, calls):
+    gc.collect()
+    gc.disable()  # freed by reference counting, as under jax.jit: no cycle holds it
+    try:
+        alive = _closure_over_an_array(jit, calls)
+        assert alive() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("array", [jnp.ones(2), np.ones(2)], ids=["jax", "numpy"])
+@pytest.mark.parametrize("how", ["argnums", "argnames"])
+def test_an_array_passed_as_a_static_argument_is_refused_as_by_jax_jit(array, how):
+    def f(x, s):
+        return x
+
+    options = {"static_argnums": 1} if how == "argnums" else {"static_argnames": "s"}
+    expected = _error_of(lambda: jax.jit(f, **options)(1.0, array))
+    assert expected[0] is ValueError
+    assert _error_of(lambda: stable_jit(f, **options)(1.0, array)) == expected
+    assert _error_of(lambda: stable_jit(f, **options)(1.0, s=array)) == expected
+
+
+def test_an_object_whose_attributes_cannot_be_read_is_closed_over_as_under_jax_jit(traces):
+    class Guarded:
+        def __getattribute__(self, name):
+            raise RuntimeError("no attribute access")
+
+    guarded = Guarded()
+
+    def f(x):
+        traces()
+        return (guarded, x)[1] * 2
+
+    g = stable_jit(f)
+    assert [g(x) for x in (1.0, 2.0)] == [2.0, 4.0]
+    assert traces.n == 1  # keyed by identity, and hit
+    assert [jax.jit(f)(x) for x in (1.0, 2.0)] == [2.0, 4.0]
+
+
+def _returns_no_array(x):
+    return object()
+
+
+@pytest.mark.parametrize(
+    "fun", [_returns_no_array, functools.partial(_returns_no_array)], ids=["function", "partial"]
+)
+def test_a_non_jax_return_value_is_reported_at_the_users_function(fun):
+    expected = _error_of(lambda: jax.jit(fun)(1.0))
+    assert "_returns_no_array at " + __file__ in expected[1]
+    assert _error_of(lambda: stable_jit(fun)(1.0)) == expected

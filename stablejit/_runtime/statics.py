@@ -14,8 +14,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import jax
+import numpy as np
+
 from .._fingerprint.kind import Kind, keys, register_kind
 from .._registry import Memo
+
+_ARRAYS = (jax.Array, np.ndarray)
 
 
 class Box:
@@ -123,6 +128,7 @@ class StaticSlots:
         args = list(args)
         values, labels = [], []
         for i in positions:
+            _refuse_array(args[i])
             values.append(args[i])
             labels.append(str(i))
             args[i] = Box(args[i], labels[-1])
@@ -130,10 +136,27 @@ class StaticSlots:
             kwargs = dict(kwargs)
             for k in sorted(kwargs):
                 if k in names:
+                    _refuse_array(kwargs[k])
                     values.append(kwargs[k])
                     labels.append(repr(k))
                     kwargs[k] = Box(kwargs[k], labels[-1])
         return WithStatics(fn, tuple(values), tuple(labels)), tuple(args), kwargs
+
+
+def _refuse_array(value) -> None:
+    """Refuses an array passed as a static argument, as ``jax.jit`` does (it
+    cannot hash one), with its error: other unhashable values are keyed by
+    structure here, but an array is the computation's input, and a static
+    one would be keyed by its contents."""
+    if isinstance(value, _ARRAYS):
+        try:
+            hash(value)
+        except TypeError as e:
+            raise ValueError(
+                "Non-hashable static arguments are not supported. An error occurred while "
+                f"trying to hash an object of type {type(value)}, {value}. The error was:\n"
+                f"{type(e).__name__}: {e}\n"
+            ) from None
 
 
 def unbox(fn, args: tuple, kwargs: dict) -> tuple[Any, WithStatics | None]:

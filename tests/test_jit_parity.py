@@ -4,6 +4,7 @@ wrapper wears, disable_jit, what it keeps alive, and where errors point."""
 
 import functools
 import gc
+import traceback
 import typing
 import weakref
 
@@ -230,3 +231,46 @@ def test_a_non_jax_return_value_is_reported_at_the_users_function(fun):
     expected = _error_of(lambda: jax.jit(fun)(1.0))
     assert "_returns_no_array at " + __file__ in expected[1]
     assert _error_of(lambda: stable_jit(fun)(1.0)) == expected
+
+
+def _frames(thunk) -> list[tuple[str, str]]:
+    with pytest.raises(ZeroDivisionError) as info:
+        thunk()
+    return [(f.filename, f.name) for f in traceback.extract_tb(info.value.__traceback__)]
+
+
+def _fails(x):
+    return 1 // 0
+
+
+@pytest.fixture
+def traceback_filtering():
+    old = jax.config.jax_traceback_filtering
+    yield lambda mode: jax.config.update("jax_traceback_filtering", mode)
+    jax.config.update("jax_traceback_filtering", old)
+
+
+@pytest.mark.parametrize("when", ["first call", "new shapes"])
+def test_a_users_error_shows_the_users_frames_as_under_jax_jit(
+    when, traceback_filtering, record_checks
+):
+    def run(jit):
+        f = jit(lambda x: _fails(x) if x.ndim else x)
+        if when == "new shapes":
+            for _ in range(3):  # past the records' compilation
+                f(jnp.float32(1.0))
+        return _frames(lambda: f(jnp.ones(2)))
+
+    frames = run(stable_jit)
+    assert frames == run(jax.jit)
+    assert not any("stablejit" in filename for filename, _ in frames)
+    # Only when JAX filters: with its filtering off, stablejit's frames are there.
+    traceback_filtering("off")
+    assert any("stablejit" in filename for filename, _ in run(stable_jit))
+
+
+def test_an_error_in_lower_shows_the_users_frames_as_under_jax_jit():
+    def run(jit):
+        return _frames(lambda: jit(lambda x: _fails(x)).lower(jnp.ones(2)))
+
+    assert run(stable_jit) == run(jax.jit)

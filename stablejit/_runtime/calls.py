@@ -9,13 +9,16 @@ uncached path) is in :mod:`.miss`.
 
 from __future__ import annotations
 
+import os
 import types
 
 import jax
+from jax._src import traceback_util
 
 from .._config import config
 from .._diagnostics import stats
 from .._fingerprint import sinks
+from .._fingerprint.checker import CALL_FILENAME
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.rebuild import RebuildMismatch
 from . import miss, persist
@@ -27,7 +30,16 @@ from .statics import release
 
 _FunctionType = types.FunctionType
 
+# A user's traceback shows the user's code, as under jax.jit: JAX's traceback
+# filtering (when it is on) hides stablejit's frames as it hides JAX's own,
+# below the outermost call function, a JAX api_boundary (and in the source
+# locations JAX records for each operation).
+traceback_util.register_exclusion(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+traceback_util.register_exclusion(CALL_FILENAME)  # the call functions compiled for records
+boundary = traceback_util.api_boundary
 
+
+@boundary
 @entry_point
 def call(fn, opts, /, *args, **kwargs):
     """A call of ``stable_jit(fn)`` (the general path; a redefined closure's
@@ -79,6 +91,7 @@ def _keyed(opts, subject, n_args):
     return key, leaves, entry, ready
 
 
+@boundary
 @entry_point
 def call_statics(fn, opts, /, *args, **kwargs):
     """A call of a ``stable_jit`` with static arguments, which join the key

@@ -32,7 +32,7 @@ from .._fingerprint.rebuild import RebuildMismatch
 from .._native import NATIVE
 from .._registry import Memo
 from . import cache, calls, miss
-from .calls import general, prepare
+from .calls import boundary, general, prepare
 from .canonical import TRACE_LOCK, Restructured, entry_point
 from .keys import Unkeyable, call_key
 from .options import Options
@@ -197,6 +197,7 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
                 stats.done_compiling()
             return self._stage(method, args, kwargs, static_scalars)
 
+    @boundary
     def trace(self, *args, **kwargs) -> Staged:
         """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
         ``compile()`` keep the lifted arrays, so the compiled function takes the
@@ -204,11 +205,13 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         traced, leaves = self._stage("trace", args, kwargs)
         return Staged(traced, leaves)
 
+    @boundary
     def lower(self, *args, **kwargs) -> Staged:
         """Lowers like ``jax.jit(f).lower``; see :meth:`trace`."""
         lowered, leaves = self._stage("lower", args, kwargs)
         return Staged(lowered, leaves)
 
+    @boundary
     def eval_shape(self, *args, **kwargs):
         """Output shapes and dtypes, like ``jax.jit(f).eval_shape``."""
         return self._stage("eval_shape", args, kwargs)[0]

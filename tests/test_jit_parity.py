@@ -274,3 +274,54 @@ def test_an_error_in_lower_shows_the_users_frames_as_under_jax_jit():
         return _frames(lambda: jit(lambda x: _fails(x)).lower(jnp.ones(2)))
 
     assert run(stable_jit) == run(jax.jit)
+
+
+def _closure_over(a):
+    def f(x, scale=1.0):
+        return {"y": x * a * scale}
+
+    return f
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit], ids=["jax.jit", "stable_jit"])
+def test_trace_lower_and_compile_give_jax_stages_of_the_users_arguments(jit):
+    a, x = jnp.arange(3.0), jnp.ones(3)
+    f = jit(_closure_over(a))
+    traced = f.trace(x, scale=2.0)
+    lowered = f.lower(x, scale=2.0)
+    compiled = lowered.compile()
+    assert isinstance(traced, jax.stages.Traced)
+    assert isinstance(traced.lower(), jax.stages.Lowered)
+    assert isinstance(lowered, jax.stages.Lowered)
+    assert isinstance(compiled, jax.stages.Compiled)
+    reference = jax.jit(_closure_over(a))
+    expected = reference.lower(x, scale=2.0).compile()
+    for stage in (traced, lowered, compiled):
+        assert stage.in_tree == expected.in_tree
+        assert stage.in_avals == expected.in_avals
+    assert compiled.input_shardings == expected.input_shardings
+    np.testing.assert_array_equal(compiled(x, scale=2.0)["y"], [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(traced(x, scale=2.0)["y"], [0.0, 2.0, 4.0])
+    assert f.eval_shape(x, scale=2.0) == reference.eval_shape(x, scale=2.0)
+
+
+def test_lowering_then_calling_traces_once(traces):
+    a = jnp.arange(3.0)
+
+    def f(x):
+        traces()
+        return x + a
+
+    g = stable_jit(f)
+    g.lower(jnp.ones(3)).compile()
+    g.eval_shape(jnp.ones(3))
+    np.testing.assert_array_equal(g(jnp.ones(3)), [1.0, 2.0, 3.0])
+    assert traces.n == 1
+
+
+def test_a_compiled_static_variant_takes_the_dynamic_arguments_only():
+    g = stable_jit(lambda x, n: x * n, static_argnums=1)
+    compiled = g.lower(jnp.ones(2), 3).compile()
+    expected = jax.jit(lambda x, n: x * n, static_argnums=1).lower(jnp.ones(2), 3).compile()
+    assert compiled.in_tree == expected.in_tree
+    np.testing.assert_array_equal(compiled(jnp.ones(2)), [3.0, 3.0])

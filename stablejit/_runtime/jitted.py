@@ -32,10 +32,11 @@ from .._fingerprint.rebuild import RebuildMismatch
 from .._native import NATIVE
 from .._registry import Memo
 from . import cache, calls, miss
-from .calls import boundary, general, prepare
-from .canonical import TRACE_LOCK, Restructured, entry_point
-from .keys import Unkeyable, call_key
+from .calls import boundary, general, stage
+from .canonical import Restructured, entry_point
 from .options import Options
+from .stages import Lowered, Traced, bound
+from .statics import release
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -170,51 +171,41 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         return made(types.MethodType(self._fun, obj), self._opts)
 
     @entry_point
-    def _stage(self, method: str, args, kwargs, static_scalars=False):
+    def _traced(self, args, kwargs) -> Traced:
+        # The staging path of a call that missed (see .calls.stage), then
+        # its Traced, which lower() and eval_shape() are made from, as
+        # jax.jit makes its stages from its jit_trace.
         fn, opts = self._fun, self._opts
-        with TRACE_LOCK:
-            subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
-            try:
-                key, leaves = call_key(opts, subject, len(cargs), static_scalars)
-            except Unkeyable as e:
-                return miss.unkeyable(fn, opts, e, method, args, kwargs), []
-            entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
-            if entry is None:
-                return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
-            try:
-                return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
-            except Restructured:
-                return self._stage(method, args, kwargs, static_scalars)
-            except RebuildMismatch as e:
-                miss.mismatched(fn, opts, e)
-                return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
-            except Exception as e:
-                retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
-                if retry is None:
-                    raise
-                static_scalars = static_scalars or retry
-            finally:
-                stats.done_compiling()
-            return self._stage(method, args, kwargs, static_scalars)
+        try:
+            s = stage(fn, opts, args, kwargs)
+        except RebuildMismatch as e:
+            if type(e) is Restructured:  # switched to arguments by structure: once more
+                return self._traced(args, kwargs)
+            miss.mismatched(fn, opts, e)
+            return bound(miss.uncached(fn, opts).trace(*args, **kwargs), ())
+        finally:
+            stats.done_compiling()
+        if s.plain is not None:
+            return bound(s.plain.trace(*args, **kwargs), ())
+        release(s.args, s.kwargs)
+        return bound(s.traced, s.leaves)
 
     @boundary
-    def trace(self, *args, **kwargs) -> Staged:
-        """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
-        ``compile()`` keep the lifted arrays, so the compiled function takes the
-        user's arguments only."""
-        traced, leaves = self._stage("trace", args, kwargs)
-        return Staged(traced, leaves)
+    def trace(self, *args, **kwargs) -> Traced:
+        """Traces like ``jax.jit(f).trace``: a ``jax.stages.Traced`` that, like
+        the ``Lowered`` and ``Compiled`` made from it, takes and describes the
+        user's arguments only (the lifted arrays are bound to it)."""
+        return self._traced(args, kwargs)
 
     @boundary
-    def lower(self, *args, **kwargs) -> Staged:
-        """Lowers like ``jax.jit(f).lower``; see :meth:`trace`."""
-        lowered, leaves = self._stage("lower", args, kwargs)
-        return Staged(lowered, leaves)
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Lowers like ``jax.jit(f).lower``: ``trace(...).lower()``, see :meth:`trace`."""
+        return self._traced(args, kwargs).lower()
 
     @boundary
     def eval_shape(self, *args, **kwargs):
         """Output shapes and dtypes, like ``jax.jit(f).eval_shape``."""
-        return self._stage("eval_shape", args, kwargs)[0]
+        return self._traced(args, kwargs).out_info
 
     def clear_cache(self) -> None:
         """Drops the compiled entries of this function (all redefinitions of
@@ -270,37 +261,6 @@ def _wrapped_dict(fun) -> dict:
     except Exception:  # noqa: BLE001 (as wraps: what it can read)
         return {}
     return out
-
-
-class Staged:
-    """A ``jax.stages`` object (Traced, Lowered, Compiled) with the lifted leaves
-    bound as the first argument, so it takes the user's arguments only."""
-
-    __slots__ = ("_stage", "_leaves")
-
-    def __init__(self, stage, leaves):
-        self._stage = stage
-        self._leaves = leaves
-
-    def lower(self, *args, **kwargs) -> Staged:
-        return Staged(self._stage.lower(*args, **kwargs), self._leaves)
-
-    def compile(self, *args, **kwargs) -> Staged:
-        return Staged(self._stage.compile(*args, **kwargs), self._leaves)
-
-    def __call__(self, *args, **kwargs):
-        return self._stage(*self._leaves, *args, **kwargs)
-
-    @property
-    def args_info(self):
-        args, kwargs = self._stage.args_info
-        return args[len(self._leaves) :], kwargs
-
-    def __getattr__(self, name):
-        return getattr(self._stage, name)
-
-    def __repr__(self):
-        return f"<stablejit {type(self._stage).__name__}: {self._stage!r}>"
 
 
 def wrap(fun: Callable, opts: Options) -> StableJitted:

@@ -87,11 +87,11 @@ def uncached(fun, opts: Options):
     return JIT(fun, **opts.user)
 
 
-def unkeyable(fun, opts: Options, error: Unkeyable, method: str, args, kwargs):
-    """Runs a call whose callable cannot be keyed as plain ``jax.jit``
-    would: traced anew, never wrong. Logged once per function."""
+def unkeyable(fun, opts: Options, error: Unkeyable):
+    """The plain ``jax.jit`` that runs a call whose callable cannot be keyed:
+    traced anew, never wrong. Logged once per function."""
     _warn_once(_UNKEYABLE_LOGGED, fun, opts, "cannot be keyed (%s): its calls", error)
-    return getattr(uncached(fun, opts), method)(*args, **kwargs)
+    return uncached(fun, opts)
 
 
 def mismatched(fun, opts: Options, error) -> None:

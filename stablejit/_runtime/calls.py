@@ -3,8 +3,11 @@
 call function of its own (:mod:`.hot`), and what every call function falls
 back to. A call keys the callable (its fast-path record, else the full
 walk), finds the entry and calls its ``jax.jit`` with the leaves first;
-a miss traces once (:func:`first_call`); everything else (fallbacks, the
-uncached path) is in :mod:`.miss`.
+a miss traces once (:func:`first_call`) through :func:`stage`, the one
+staging path, which ``trace``/``lower``/``eval_shape`` take too (as JAX's
+stages all come from its ``jit_trace``); everything else (fallbacks, the
+uncached path) is in :mod:`.miss`. The call functions are JAX api
+boundaries, so that JAX's traceback filtering hides stablejit's frames.
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ class Staging:
 
     def __init__(self, entry=None, leaves=(), args=(), kwargs=None, plain=None):
         self.entry = entry
-        self.jitted = entry.jitted if entry is not None else plain
+        self.jitted = entry.jitted if entry is not None else None
         self.leaves = leaves
         self.args = args
         self.kwargs = kwargs or {}

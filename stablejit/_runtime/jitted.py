@@ -76,6 +76,17 @@ def check_argnums(fun, opts: Options) -> None:
         _VALIDATED.put(memo_key, None)
 
 
+_COPIED: dict[str, Callable] = {
+    "__name__": fun_name,
+    "__qualname__": lambda fun: getattr(fun, "__qualname__", fun_name(fun)),
+    "__doc__": lambda fun: getattr(fun, "__doc__", "") or "",
+    "__module__": lambda fun: getattr(fun, "__module__", "<unknown module>"),
+    "__annotations__": lambda fun: getattr(fun, "__annotations__", {}),
+}
+"""What ``jax.jit``'s ``functools.wraps`` copies onto its wrapper, besides the
+function's ``__dict__`` and ``__wrapped__``: each read from the function."""
+
+
 class _PartialBase(functools.partial):
     """The pure path's base of StableJitted: ``partial(call, fn, opts)``."""
 
@@ -122,12 +133,9 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
 
     def __getattr__(self, name):
         fun = self._fun
-        if name == "__name__":
-            return fun_name(fun)
-        if name == "__qualname__":
-            return getattr(fun, "__qualname__", None) or fun_name(fun)
-        if name == "__annotations__":
-            return getattr(fun, "__annotations__", {})
+        read = _COPIED.get(name)
+        if read is not None:
+            return read(fun)
         try:
             return getattr(fun, "__dict__", {})[name]
         except Exception:  # noqa: BLE001 (wraps copies what it can read)
@@ -141,8 +149,7 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         # (what was set on the wrapper since stays).
         own = _INSTANCE_DICT(self)
         if "__wrapped__" not in own:
-            fun = self._fun
-            for k, v in _wrapped_dict(fun).items():
+            for k, v in _wrapped_dict(self._fun).items():
                 own.setdefault(k, v)
         return own
 
@@ -234,12 +241,8 @@ class _FromWrapped(str):
         return str(self) if obj is None else self.read(obj._fun)
 
 
-StableJitted.__doc__ = _FromWrapped(
-    StableJitted.__doc__, lambda fun: getattr(fun, "__doc__", "") or ""
-)
-StableJitted.__module__ = _FromWrapped(
-    StableJitted.__module__, lambda fun: getattr(fun, "__module__", "<unknown module>")
-)
+StableJitted.__doc__ = _FromWrapped(StableJitted.__doc__, _COPIED["__doc__"])
+StableJitted.__module__ = _FromWrapped(StableJitted.__module__, _COPIED["__module__"])
 _INSTANCE_DICT = next(
     c.__dict__["__dict__"] for c in StableJitted.__mro__[1:] if "__dict__" in c.__dict__
 ).__get__
@@ -248,19 +251,10 @@ _INSTANCE_DICT = next(
 def _wrapped_dict(fun) -> dict:
     """What ``jax.jit``'s ``functools.wraps`` puts in its wrapper's ``__dict__``."""
     try:
-        out = dict(getattr(fun, "__dict__", {}))
-        name = fun_name(fun)
-        out.update(
-            __annotations__=getattr(fun, "__annotations__", {}),
-            __name__=name,
-            __module__=getattr(fun, "__module__", "<unknown module>"),
-            __doc__=getattr(fun, "__doc__", "") or "",
-            __qualname__=getattr(fun, "__qualname__", name),
-            __wrapped__=fun,
-        )
-    except Exception:  # noqa: BLE001 (as wraps: what it can read)
+        copied = {k: read(fun) for k, read in _COPIED.items()}
+        return {**getattr(fun, "__dict__", {}), **copied, "__wrapped__": fun}
+    except Exception:  # noqa: BLE001 (as wraps: nothing, if it cannot read the function)
         return {}
-    return out
 
 
 def wrap(fun: Callable, opts: Options) -> StableJitted:

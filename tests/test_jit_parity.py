@@ -101,6 +101,11 @@ def test_under_disable_jit_each_call_runs_the_python_body_once():
         assert len(runs) == 1
         assert stable_jit(f)(4) == 8
     assert len(runs) == 2
+    assert stable_jit(f)(jnp.float32(5)) == 10  # compiled: traced once
+    assert len(runs) == 3
+    with jax.disable_jit():  # a compiled entry, run as Python
+        assert stable_jit(f)(jnp.float32(6)) == 12
+    assert len(runs) == 4
 
 
 def _documented(x: jax.Array, n: int = 2) -> jax.Array:
@@ -325,3 +330,20 @@ def test_a_compiled_static_variant_takes_the_dynamic_arguments_only():
     expected = jax.jit(lambda x, n: x * n, static_argnums=1).lower(jnp.ones(2), 3).compile()
     assert compiled.in_tree == expected.in_tree
     np.testing.assert_array_equal(compiled(jnp.ones(2)), [3.0, 3.0])
+
+
+def test_equinox_aot_through_patched_jax_jit_gets_jax_stages():
+    eqx = pytest.importorskip("equinox")
+    import stablejit
+
+    a = jnp.arange(3.0)
+
+    def f(x):
+        return x + a
+
+    with stablejit.patch():
+        lowered = eqx.filter_jit(f).lower(jnp.ones(3))
+        compiled = lowered.compile()
+    assert isinstance(lowered.lowered, jax.stages.Lowered)  # equinox's field types
+    assert isinstance(compiled.compiled, jax.stages.Compiled)
+    np.testing.assert_array_equal(compiled(jnp.ones(3)), [1.0, 2.0, 3.0])

@@ -229,12 +229,20 @@ def _returns_no_array(x):
     return object()
 
 
+class _ReturnsNoArray:
+    def __call__(self, x):
+        return object()
+
+
 @pytest.mark.parametrize(
-    "fun", [_returns_no_array, functools.partial(_returns_no_array)], ids=["function", "partial"]
+    "fun",
+    [_returns_no_array, functools.partial(_returns_no_array), _ReturnsNoArray()],
+    ids=["function", "partial", "callable object"],
 )
-def test_a_non_jax_return_value_is_reported_at_the_users_function(fun):
+def test_a_non_jax_return_value_is_reported_as_under_jax_jit(fun):
     expected = _error_of(lambda: jax.jit(fun)(1.0))
-    assert "_returns_no_array at " + __file__ in expected[1]
+    if not isinstance(fun, _ReturnsNoArray):
+        assert "_returns_no_array at " + __file__ in expected[1]
     assert _error_of(lambda: stable_jit(fun)(1.0)) == expected
 
 

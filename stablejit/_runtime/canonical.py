@@ -117,7 +117,7 @@ def make_canonical(
     ``adaptive``: whether the entry may switch to passing its arguments by
     structure (see :mod:`.argtrees`). ``on_traced(entry, leaves, args,
     kwargs)`` runs after each trace (the diagnostics: counters, explanations).
-    ``source``: how JAX is to name the function (see :func:`source_of`).
+    ``source``: how JAX is to name the function (see :class:`Source`).
     """
 
     def canonical(*args, **kwargs):
@@ -193,26 +193,29 @@ does not follow ``__wrapped__`` to its :class:`Source`."""
 class Source:
     """What JAX reads to name a traced function in its messages (its
     ``fun_sourceinfo``): the user's function's code and name, never the
-    function itself, which an entry must not keep alive."""
+    function itself, which an entry must not keep alive. A callable without
+    code of its own JAX names by its ``str()``: a built-in function's, else
+    ``"<unknown>"``."""
 
-    __slots__ = ("__code__", "__name__")
+    __slots__ = ("__code__", "__name__", "_text")
 
-    def __init__(self, code: types.CodeType, name: str):
-        self.__code__ = code
-        self.__name__ = name
+    def __init__(self, fun):
+        while isinstance(fun, functools.partial):
+            fun = fun.func
+        try:
+            fun = inspect.unwrap(fun)
+            code, name = fun.__code__, fun.__name__
+        except Exception:  # noqa: BLE001 - no code of its own
+            code = name = None
+        if isinstance(code, types.CodeType) and isinstance(name, str):
+            self.__code__ = code
+            self.__name__ = name
+        # (Only a built-in function's text names it; other objects' str() may
+        # be costly, arrays and all, and JAX reads no more of it.)
+        self._text = str(fun) if isinstance(fun, types.BuiltinFunctionType) else ""
 
-
-def source_of(fun) -> Source | None:
-    """The :class:`Source` of ``fun`` as JAX would name it (through partials
-    and ``__wrapped__``), or None for a callable without code of its own."""
-    while isinstance(fun, functools.partial):
-        fun = fun.func
-    try:
-        fun = inspect.unwrap(fun)
-        code, name = fun.__code__, fun.__name__
-    except Exception:  # noqa: BLE001 - JAX then names it by str(), as "<unknown>"
-        return None
-    return Source(code, name) if isinstance(code, types.CodeType) else None
+    def __str__(self):
+        return self._text
 
 
 def ready_for(entry: Entry, jitted: Callable) -> Callable:

@@ -16,7 +16,7 @@ from .._fingerprint import bake
 from .._originals import JIT
 from .._registry import Memo
 from . import cache, persist
-from .canonical import make_canonical, source_of
+from .canonical import Source, make_canonical
 from .keys import Unkeyable, baked_of, call_key, lift_of, signature, tag, variant_of
 from .options import Options
 
@@ -70,7 +70,7 @@ def entry_for(fun, opts: Options, key, leaves: list, args: tuple, subject) -> ca
             baked.positions if baked is not None else frozenset(),
             adaptive=not opts.placed,
             on_traced=_on_traced,
-            source=source_of(fun),
+            source=Source(fun),
         )
         return JIT(canonical, **opts.jit_kwargs(n_leaves, n_dynamic))
 

@@ -1,6 +1,7 @@
 """stable_jit behaves as jax.jit where a user can observe it: what wrapping
 refuses and with which message, which arguments are static, the attributes the
-wrapper wears, disable_jit, what it keeps alive, and where errors point."""
+wrapper wears, disable_jit, what it keeps alive, where errors point, and the
+jax.stages objects of its ahead-of-time path."""
 
 import functools
 import gc

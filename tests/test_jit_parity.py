@@ -169,14 +169,18 @@ def test_getstate_names_the_function_as_jax_jit_does(wrap):
     assert state["function_name"] == jax.jit(fun).__getstate__()["function_name"] == "my_function"
 
 
-def _closure_over_an_array(jit, calls):
+def _add(y, b):
+    return y + b
+
+
+def _function_over_an_array(jit, how, calls):
     a = jnp.arange(4.0)
     alive = weakref.ref(a)
 
     def f(y):
         return y + a
 
-    g = jit(f)
+    g = jit(f if how == "closure" else functools.partial(_add, b=a))
     for y in calls:
         g(y)
     return alive
@@ -185,12 +189,13 @@ def _closure_over_an_array(jit, calls):
 @pytest.mark.parametrize(
     "calls", [[1.0], [1.0, 2.0], [1.0, jnp.ones(4)]], ids=["first", "hit", "new shapes"]
 )
+@pytest.mark.parametrize("how", ["closure", "partial"])
 @pytest.mark.parametrize("jit", [jax.jit, stable_jit], ids=["jax.jit", "stable_jit"])
-def test_a_closed_over_array_is_freed_once_its_function_is_dropped(jit, calls):
+def test_an_array_a_function_holds_is_freed_once_the_function_is_dropped(jit, how, calls):
     gc.collect()
     gc.disable()  # freed by reference counting, as under jax.jit: no cycle holds it
     try:
-        alive = _closure_over_an_array(jit, calls)
+        alive = _function_over_an_array(jit, how, calls)
         assert alive() is None
     finally:
         gc.enable()

@@ -180,7 +180,11 @@ def _function_over_an_array(jit, how, calls):
     def f(y):
         return y + a
 
-    g = jit(f if how == "closure" else functools.partial(_add, b=a))
+    def with_default(y, b=a):
+        return y + b
+
+    fun = {"closure": f, "default": with_default, "partial": functools.partial(_add, b=a)}[how]
+    g = jit(fun)
     for y in calls:
         g(y)
     return alive
@@ -189,7 +193,7 @@ def _function_over_an_array(jit, how, calls):
 @pytest.mark.parametrize(
     "calls", [[1.0], [1.0, 2.0], [1.0, jnp.ones(4)]], ids=["first", "hit", "new shapes"]
 )
-@pytest.mark.parametrize("how", ["closure", "partial"])
+@pytest.mark.parametrize("how", ["closure", "default", "partial"])
 @pytest.mark.parametrize("jit", [jax.jit, stable_jit], ids=["jax.jit", "stable_jit"])
 def test_an_array_a_function_holds_is_freed_once_the_function_is_dropped(jit, how, calls):
     gc.collect()

@@ -166,28 +166,6 @@ def test_kwargs_and_pytree_arguments():
     np.testing.assert_array_equal(out["y"], [3.0, 3.0])
 
 
-@pytest.mark.parametrize("bad", [3, "f", jnp.ones(2)])
-def test_non_callable_is_a_type_error(bad):
-    with pytest.raises(TypeError, match="callable"):
-        stable_jit(bad)
-
-
-def test_generator_function_is_refused():
-    def gen(x):
-        yield x
-
-    with pytest.raises(TypeError, match="generator"):
-        stable_jit(gen)
-
-
-def test_coroutine_function_is_refused():
-    async def co(x):
-        return x
-
-    with pytest.raises(TypeError, match="coroutine"):
-        stable_jit(co)
-
-
 def test_unknown_option_is_a_type_error():
     with pytest.raises(TypeError):
         stable_jit(lambda x: x, static_argnumz=1)

@@ -59,11 +59,13 @@ def render(path: tuple[str, ...]) -> str:
 
 
 def _short(v: Any, limit: int = 60) -> str:
-    if isinstance(v, types.FunctionType):
+    # By type(v): isinstance would read v.__class__, which may raise.
+    cls = type(v)
+    if issubclass(cls, types.FunctionType):
         return f"function {v.__qualname__}"
-    if isinstance(v, type):
+    if issubclass(cls, type):
         return f"class {v.__qualname__}"
-    if isinstance(v, types.ModuleType):
+    if issubclass(cls, types.ModuleType):
         return f"module {v.__name__}"
     try:
         text = repr(v)

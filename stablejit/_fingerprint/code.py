@@ -20,13 +20,6 @@ import xxhash
 from .._registry import on_clear
 from .library import is_library_file
 
-GENERATOR_FLAGS = (
-    0x20  # CO_GENERATOR
-    | 0x80  # CO_COROUTINE
-    | 0x100  # CO_ITERABLE_COROUTINE
-    | 0x200  # CO_ASYNC_GENERATOR
-)
-
 # The opcodes the scan acts on, and how each one's argument names something.
 # The bytecode is read directly, not through dis.get_instructions: that
 # builds an Instruction per opcode with line and position data, ~1 ms per
@@ -58,7 +51,6 @@ class CodeInfo(NamedTuple):
     """Globals the code assigns or deletes (``global x; x = ...``)."""
     deref_stores: frozenset[str]
     """Free variables the code itself assigns (``nonlocal x; x = ...``)."""
-    is_generator: bool
     free_names: tuple[str, ...]
     """``co_freevars``, which Python 3.11+ builds anew on every read."""
     library: bool
@@ -120,7 +112,6 @@ def _analyse(code: types.CodeType) -> CodeInfo:
         attr_chains=tuple(c for c in chains if len(c) > 1),
         global_stores=frozenset(global_stores),
         deref_stores=frozenset(deref_stores),
-        is_generator=bool(code.co_flags & GENERATOR_FLAGS),
         free_names=code.co_freevars,
         library=is_library_file(code.co_filename),
         fast=FastRecords(),

@@ -277,9 +277,11 @@ def plain_kind(cls, v) -> Kind:
         return Subclass(cls, TABLE[base])
     if defines_equality(cls):
         return OwnEquality(cls)
-    if hasattr(v, "__dict__") or slot_names(cls):
-        return Object(cls)
-    return OPAQUE
+    try:
+        has_state = hasattr(v, "__dict__") or slot_names(cls)
+    except Exception:  # noqa: BLE001 - its attribute access raises: not readable
+        return OPAQUE
+    return Object(cls) if has_state else OPAQUE
 
 
 def defines_equality(cls) -> bool:

@@ -68,6 +68,11 @@ class Plan(KeyWalker):
         self.seen = Visits(self._on_first, self._on_ref)
         self.walk(fn)
         self._propagate()
+        # The walk is over: drop its visit table, whose callbacks are this
+        # plan's own methods. The cycle would keep every value the walk met
+        # (the user's arrays among them) alive until a garbage collection.
+        self.seen = {}
+        self.alive = []
         self.children: list[list[int]] = [[] for _ in self.parent]
         for i, p in enumerate(self.parent):
             if p >= 0:

@@ -3,17 +3,25 @@
 call function of its own (:mod:`.hot`), and what every call function falls
 back to. A call keys the callable (its fast-path record, else the full
 walk), finds the entry and calls its ``jax.jit`` with the leaves first;
-a miss traces once (:func:`first_call`); everything else (fallbacks, the
-uncached path) is in :mod:`.miss`.
+a miss traces once (:func:`first_call`) through :func:`stage`, the one
+staging path, which ``trace``/``lower``/``eval_shape`` take too (as JAX's
+stages all come from its ``jit_trace``); everything else (fallbacks, the
+uncached path) is in :mod:`.miss`. The call functions are JAX api
+boundaries, so that JAX's traceback filtering hides stablejit's frames.
 """
 
 from __future__ import annotations
 
+import os
 import types
+
+import jax
+from jax._src import traceback_util
 
 from .._config import config
 from .._diagnostics import stats
 from .._fingerprint import sinks
+from .._fingerprint.checker import CALL_FILENAME
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.rebuild import RebuildMismatch
 from . import miss, persist
@@ -25,7 +33,16 @@ from .statics import release
 
 _FunctionType = types.FunctionType
 
+# A user's traceback shows the user's code, as under jax.jit: JAX's traceback
+# filtering (when it is on) hides stablejit's frames as it hides JAX's own,
+# below the outermost call function, a JAX api_boundary (and in the source
+# locations JAX records for each operation).
+traceback_util.register_exclusion(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+traceback_util.register_exclusion(CALL_FILENAME)  # the call functions compiled for records
+boundary = traceback_util.api_boundary
 
+
+@boundary
 @entry_point
 def call(fn, opts, /, *args, **kwargs):
     """A call of ``stable_jit(fn)`` (the general path; a redefined closure's
@@ -52,7 +69,7 @@ def call(fn, opts, /, *args, **kwargs):
         try:
             key, leaves, entry, ready = _keyed(opts, fn, len(args))
         except Unkeyable as e:
-            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+            return miss.unkeyable(fn, opts, e)(*args, **kwargs)
         if ready is not None:
             if type(fn) is _FunctionType and is_plain(key):
                 # (Not for baked variants: a record re-checks arrays by type.)
@@ -77,6 +94,7 @@ def _keyed(opts, subject, n_args):
     return key, leaves, entry, ready
 
 
+@boundary
 @entry_point
 def call_statics(fn, opts, /, *args, **kwargs):
     """A call of a ``stable_jit`` with static arguments, which join the key
@@ -87,7 +105,7 @@ def call_statics(fn, opts, /, *args, **kwargs):
             _, leaves, _, ready = _keyed(opts, subject, len(cargs))
         except Unkeyable as e:
             release(cargs, ckwargs)
-            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
+            return miss.unkeyable(fn, opts, e)(*args, **kwargs)
         if ready is not None:
             try:
                 return ready(*leaves, *cargs, **ckwargs)
@@ -98,53 +116,106 @@ def call_statics(fn, opts, /, *args, **kwargs):
         return plainly(fn, opts, e, args, kwargs)
 
 
+class Staging:
+    """A call keyed and its entry staged (see :func:`stage`): the entry's
+    ``jax.jit`` and what it is called with, the leaves first; or, for a call
+    that runs as a plain ``jax.jit`` (not keyable, or past the recompile
+    limit), that ``plain`` jit, called with the user's arguments."""
+
+    __slots__ = ("entry", "jitted", "leaves", "args", "kwargs", "traced", "plain", "disk")
+
+    def __init__(self, entry=None, leaves=(), args=(), kwargs=None, plain=None):
+        self.entry = entry
+        self.jitted = entry.jitted if entry is not None else None
+        self.leaves = leaves
+        self.args = args
+        self.kwargs = kwargs or {}
+        self.plain = plain
+        self.traced = None  # the entry's jax.stages.Traced, if traced here
+        self.disk = None  # (persistent key, JAX's cache hits before) to save it under
+
+
 @entry_point
-def first_call(fn, opts, args, kwargs, static_scalars=False):
-    """A call that missed: finds or makes its entry, and traces it once."""
-    with TRACE_LOCK:
-        # The hot path's key may have been read while another thread's
-        # trace was mutating state (see TRACE_LOCK): read it with none running.
-        subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
-        try:
-            key, leaves = call_key(opts, subject, len(cargs), static_scalars)
-        except Unkeyable as e:
-            release(cargs, ckwargs)
-            return miss.unkeyable(fn, opts, e, "__call__", args, kwargs)
-        entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
-        if entry is None:
-            return miss.uncached(fn, opts)(*args, **kwargs)
-        jitted = entry.jitted
-        disk = None
-        if entry.ready is None and config.persistent_dir is not None:
-            jax_hits = persist.jax_cache_hits()
-            disk = miss.disk_key(opts, key, leaves, cargs, ckwargs)
-            compiled = disk and persist.load(disk)
-            if compiled:
-                ready = entry.ready = persist.loaded_ready(compiled, jitted, entry, disk)
-                return ready(*leaves, *cargs, **ckwargs)
-        if entry.ready is None:
-            # Trace under the lock, so racing first calls trace once; JAX
-            # caches the trace, and the call below compiles outside the lock.
+def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
+    """The one path from a call to its traced entry, as ``jax.jit``'s stages
+    all come from its ``jit_trace``: a call that missed, and ``trace``,
+    ``lower``, ``eval_shape``. Keys the call, finds or makes its entry and
+    traces it under :data:`TRACE_LOCK` (racing first calls trace once),
+    unless the entry is ready and ``trace_ready`` is false, or ``load``
+    (given the staging) made it ready. A first trace that failed for what
+    was lifted is re-keyed and retried (see :func:`.miss.fall_back`); a
+    rebuild mismatch is raised to the caller."""
+    static_scalars = False
+    while True:
+        with TRACE_LOCK:
+            # The hot path's key may have been read while another thread's
+            # trace was mutating state (see TRACE_LOCK): read it with none running.
+            subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
             try:
-                jitted.trace(*leaves, *cargs, **ckwargs)
-            except RebuildMismatch:
+                key, leaves = call_key(opts, subject, len(cargs), static_scalars)
+            except Unkeyable as e:
                 release(cargs, ckwargs)
-                raise  # to the call function, which runs the call plainly
+                return Staging(plain=miss.unkeyable(fn, opts, e))
+            entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
+            if entry is None:
+                release(cargs, ckwargs)
+                return Staging(plain=miss.uncached(fn, opts))
+            staging = Staging(entry, leaves, cargs, ckwargs)
+            if entry.ready is not None and not trace_ready:
+                return staging
+            if load is not None and load(staging, opts, key):
+                return staging
+            try:
+                staging.traced = entry.jitted.trace(*leaves, *cargs, **ckwargs)
+                return staging
             except Exception as e:
+                if isinstance(e, RebuildMismatch):
+                    release(cargs, ckwargs)
+                    raise  # the caller runs the call plainly, or again
                 retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
                 if retry is None:
+                    release(cargs, ckwargs)
                     raise
                 static_scalars = static_scalars or retry
-                jitted = None
-        if jitted is None:
-            return first_call(fn, opts, args, kwargs, static_scalars)
+
+
+def _load(staging: Staging, opts, key) -> bool:
+    """Makes a new entry ready from the persistent cache, if it holds it;
+    else notes where to save it (see :mod:`.persist`)."""
+    entry = staging.entry
+    if entry.ready is not None:
+        return False
+    jax_hits = persist.jax_cache_hits()
+    disk = miss.disk_key(opts, key, staging.leaves, staging.args, staging.kwargs)
+    compiled = disk and persist.load(disk)
+    if compiled:
+        entry.ready = persist.loaded_ready(compiled, entry.jitted, entry, disk)
+        return True
+    staging.disk = (disk, jax_hits) if disk else None
+    return False
+
+
+@entry_point
+def first_call(fn, opts, args, kwargs):
+    """A call that missed: stages its entry (traced once), then calls it."""
+    if jax.config.jax_disable_jit:
+        # As jax.jit: the function runs as Python, once (no trace to key).
+        return fn(*args, **kwargs)
+    load = _load if config.persistent_dir is not None else None
+    s = stage(fn, opts, args, kwargs, trace_ready=False, load=load)
+    if s.plain is not None:
+        return s.plain(*args, **kwargs)
+    entry, jitted, leaves, cargs, ckwargs = s.entry, s.jitted, s.leaves, s.args, s.kwargs
+    ready = entry.ready
     try:
+        if ready is not None:  # ready meanwhile, or loaded from disk
+            return ready(*leaves, *cargs, **ckwargs)
         out = jitted(*leaves, *cargs, **ckwargs)
-        if disk:
+        if s.disk:
             # JAX kept the trace, lowering and executable: this costs
             # the serialization only.
             compiled = jitted.lower(*leaves, *cargs, **ckwargs).compile()
-            persist.save(disk, compiled, jax_hits)
+            persist.save(s.disk[0], compiled, s.disk[1])
     finally:
         stats.done_compiling()
         release(cargs, ckwargs)

@@ -9,9 +9,12 @@ records what the trace wrote as side channels, and calls it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import sys
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 
@@ -105,6 +108,7 @@ def make_canonical(
     baked: frozenset[int] = frozenset(),
     adaptive: bool = False,
     on_traced: Callable[[Entry, tuple, tuple, dict], None] | None = None,
+    source: Source | None = None,
 ) -> Callable:
     """The function jitted for ``entry``: rebuilds the callable and calls it.
 
@@ -113,6 +117,7 @@ def make_canonical(
     ``adaptive``: whether the entry may switch to passing its arguments by
     structure (see :mod:`.argtrees`). ``on_traced(entry, leaves, args,
     kwargs)`` runs after each trace (the diagnostics: counters, explanations).
+    ``source``: how JAX is to name the function (see :class:`Source`).
     """
 
     def canonical(*args, **kwargs):
@@ -167,9 +172,50 @@ def make_canonical(
 
     canonical.__name__ = name
     canonical.__qualname__ = qualname
-    if signature is not None:
-        canonical.__signature__ = signature
+    if source is not None:
+        # JAX names the function in its errors ("f at file.py:12 traced for
+        # jit returned ...") from what inspect.unwrap reaches.
+        canonical.__wrapped__ = source
+    canonical.__signature__ = signature if signature is not None else _OWN_SIGNATURE
     return canonical
+
+
+_OWN_SIGNATURE = inspect.Signature(
+    [
+        inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+    ]
+)
+"""A canonical function's own signature: set, so that JAX's ``inspect.signature``
+does not follow ``__wrapped__`` to its :class:`Source`."""
+
+
+class Source:
+    """What JAX reads to name a traced function in its messages (its
+    ``fun_sourceinfo``): the user's function's code and name, never the
+    function itself, which an entry must not keep alive. A callable without
+    code of its own JAX names by its ``str()``: a built-in function's, else
+    ``"<unknown>"``."""
+
+    __slots__ = ("__code__", "__name__", "_text")
+
+    def __init__(self, fun):
+        while isinstance(fun, functools.partial):
+            fun = fun.func
+        try:
+            fun = inspect.unwrap(fun)
+            code, name = fun.__code__, fun.__name__
+        except Exception:  # noqa: BLE001 - no code of its own
+            code = name = None
+        if isinstance(code, types.CodeType) and isinstance(name, str):
+            self.__code__ = code
+            self.__name__ = name
+        # (Only a built-in function's text names it; other objects' str() may
+        # be costly, arrays and all, and JAX reads no more of it.)
+        self._text = str(fun) if isinstance(fun, types.BuiltinFunctionType) else ""
+
+    def __str__(self):
+        return self._text
 
 
 def ready_for(entry: Entry, jitted: Callable) -> Callable:

@@ -16,19 +16,27 @@ import types
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar
 
+# JAX's own wrap-time checks and naming, so that what is refused, and how,
+# and the names a wrapper wears are jax.jit's (private, but in place since
+# before the oldest JAX stablejit supports).
+from jax._src.api_util import check_callable as _jax_check_callable
+from jax._src.api_util import fun_signature, resolve_argnums
+from jax._src.util import fun_name
+
 from .._diagnostics import stats
 from .._diagnostics.describe import display_name, location
 from .._diagnostics.stats import CacheInfo
 from .._fingerprint.code import INFO as CODE_INFO
-from .._fingerprint.code import code_info
 from .._fingerprint.kind import Kind, register_kind
 from .._fingerprint.rebuild import RebuildMismatch
 from .._native import NATIVE
+from .._registry import Memo
 from . import cache, calls, miss
-from .calls import general, prepare
-from .canonical import TRACE_LOCK, Restructured, entry_point
-from .keys import Unkeyable, call_key
+from .calls import boundary, general, stage
+from .canonical import Restructured, entry_point
 from .options import Options
+from .stages import Lowered, Traced, bound
+from .statics import release
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,16 +44,47 @@ _FunctionType = types.FunctionType
 
 
 def check_callable(fun) -> None:
-    if not callable(fun):
-        raise TypeError(f"stable_jit expects a callable, got {type(fun).__name__}: {fun!r}")
-    target = fun.__func__ if isinstance(fun, types.MethodType) else fun
-    code = getattr(target, "__code__", None)
-    if isinstance(code, types.CodeType) and code_info(code).is_generator:
-        raise TypeError(
-            f"stable_jit cannot compile {getattr(fun, '__qualname__', fun)!r}: it is a "
-            "generator or coroutine function, whose calls return an iterator rather than "
-            "arrays."
-        )
+    """Refuses what ``jax.jit`` refuses when wrapping, with its messages: a
+    non-callable, a staticmethod, a generator function."""
+    _jax_check_callable(fun)
+
+
+_VALIDATED = Memo(256)  # (code, options) → None: argnums/argnames already checked
+
+
+def check_argnums(fun, opts: Options) -> None:
+    """Refuses, as ``jax.jit(fun, ...)`` does when wrapping, static or donated
+    argument numbers and names that ``fun``'s signature does not have, and
+    names both static and donated (once per code and options: a function
+    that defines its jitted function inside wraps on every call)."""
+    user = opts.user
+    if not any(k.endswith(("argnums", "argnames")) for k in user):
+        return
+    code = getattr(fun, "__code__", None) if type(fun) is _FunctionType else None
+    memo_key = (code, opts) if code is not None else None
+    if memo_key is not None and memo_key in _VALIDATED:
+        return
+    resolve_argnums(
+        fun,
+        fun_signature(fun),
+        user.get("donate_argnums"),
+        user.get("donate_argnames"),
+        user.get("static_argnums"),
+        user.get("static_argnames"),
+    )
+    if memo_key is not None:
+        _VALIDATED.put(memo_key, None)
+
+
+_COPIED: dict[str, Callable] = {
+    "__name__": fun_name,
+    "__qualname__": lambda fun: getattr(fun, "__qualname__", fun_name(fun)),
+    "__doc__": lambda fun: getattr(fun, "__doc__", "") or "",
+    "__module__": lambda fun: getattr(fun, "__module__", "<unknown module>"),
+    "__annotations__": lambda fun: getattr(fun, "__annotations__", {}),
+}
+"""What ``jax.jit``'s ``functools.wraps`` copies onto its wrapper, besides the
+function's ``__dict__`` and ``__wrapped__``: each read from the function."""
 
 
 class _PartialBase(functools.partial):
@@ -85,16 +124,40 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
 
     __slots__ = ()
 
-    # -- functools.wraps without the per-construction cost
+    # What functools.wraps would have copied onto the wrapper (as jax.jit's
+    # does), read from the function when asked: one is made per call of a
+    # function that defines its jitted function inside, and copies nothing.
     @property
     def __wrapped__(self):
         return self._fun
 
     def __getattr__(self, name):
-        # functools.wraps without its per-construction cost.
-        if name in ("__name__", "__qualname__"):
-            return getattr(self._fun, name, type(self._fun).__name__)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        fun = self._fun
+        read = _COPIED.get(name)
+        if read is not None:
+            return read(fun)
+        try:
+            return getattr(fun, "__dict__", {})[name]
+        except Exception:  # noqa: BLE001 (wraps copies what it can read)
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}"
+            ) from None
+
+    @property
+    def __dict__(self):
+        # The instance's own dict, first filled as wraps would have filled it
+        # (what was set on the wrapper since stays).
+        own = _INSTANCE_DICT(self)
+        if "__wrapped__" not in own:
+            for k, v in _wrapped_dict(self._fun).items():
+                own.setdefault(k, v)
+        return own
+
+    def __getstate__(self):
+        # As jax.jit's wrapper describes itself (its function and name); it
+        # pickles by __reduce__.
+        fn, opts = self._fun, self._opts
+        return {"version": 1, "function_name": fun_name(fn), "fun": fn, "options": opts.user}
 
     def __repr__(self):
         fn = self._fun
@@ -112,51 +175,44 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         # method (keyed by the structure of ``obj``).
         if obj is None:
             return self
-        return wrap(types.MethodType(self._fun, obj), self._opts)
+        return made(types.MethodType(self._fun, obj), self._opts)
 
     @entry_point
-    def _stage(self, method: str, args, kwargs, static_scalars=False):
+    def _traced(self, args, kwargs) -> Traced:
+        # The staging path of a call that missed (see .calls.stage), then
+        # its Traced, which lower() and eval_shape() are made from, as
+        # jax.jit makes its stages from its jit_trace.
         fn, opts = self._fun, self._opts
-        with TRACE_LOCK:
-            subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
-            try:
-                key, leaves = call_key(opts, subject, len(cargs), static_scalars)
-            except Unkeyable as e:
-                return miss.unkeyable(fn, opts, e, method, args, kwargs), []
-            entry = miss.entry_for(fn, opts, key, leaves, cargs, subject)
-            if entry is None:
-                return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
-            try:
-                return getattr(entry.jitted, method)(*leaves, *cargs, **ckwargs), leaves
-            except Restructured:
-                return self._stage(method, args, kwargs, static_scalars)
-            except RebuildMismatch as e:
-                miss.mismatched(fn, opts, e)
-                return getattr(miss.uncached(fn, opts), method)(*args, **kwargs), []
-            except Exception as e:
-                retry = miss.fall_back(fn, opts, e, key, entry, leaves, cargs, subject)
-                if retry is None:
-                    raise
-                static_scalars = static_scalars or retry
-            finally:
-                stats.done_compiling()
-            return self._stage(method, args, kwargs, static_scalars)
+        try:
+            s = stage(fn, opts, args, kwargs)
+        except RebuildMismatch as e:
+            if type(e) is Restructured:  # switched to arguments by structure: once more
+                return self._traced(args, kwargs)
+            miss.mismatched(fn, opts, e)
+            return bound(miss.uncached(fn, opts).trace(*args, **kwargs), ())
+        finally:
+            stats.done_compiling()
+        if s.plain is not None:
+            return bound(s.plain.trace(*args, **kwargs), ())
+        release(s.args, s.kwargs)
+        return bound(s.traced, s.leaves)
 
-    def trace(self, *args, **kwargs) -> Staged:
-        """Traces like ``jax.jit(f).trace``; the result's ``lower()`` and its
-        ``compile()`` keep the lifted arrays, so the compiled function takes the
-        user's arguments only."""
-        traced, leaves = self._stage("trace", args, kwargs)
-        return Staged(traced, leaves)
+    @boundary
+    def trace(self, *args, **kwargs) -> Traced:
+        """Traces like ``jax.jit(f).trace``: a ``jax.stages.Traced`` that, like
+        the ``Lowered`` and ``Compiled`` made from it, takes and describes the
+        user's arguments only (the lifted arrays are bound to it)."""
+        return self._traced(args, kwargs)
 
-    def lower(self, *args, **kwargs) -> Staged:
-        """Lowers like ``jax.jit(f).lower``; see :meth:`trace`."""
-        lowered, leaves = self._stage("lower", args, kwargs)
-        return Staged(lowered, leaves)
+    @boundary
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Lowers like ``jax.jit(f).lower``: ``trace(...).lower()``, see :meth:`trace`."""
+        return self._traced(args, kwargs).lower()
 
+    @boundary
     def eval_shape(self, *args, **kwargs):
         """Output shapes and dtypes, like ``jax.jit(f).eval_shape``."""
-        return self._stage("eval_shape", args, kwargs)[0]
+        return self._traced(args, kwargs).out_info
 
     def clear_cache(self) -> None:
         """Drops the compiled entries of this function (all redefinitions of
@@ -170,40 +226,41 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         return stats.cache_info(cache.live_entries(), miss.function_tag(self._fun, self._opts))
 
 
-class Staged:
-    """A ``jax.stages`` object (Traced, Lowered, Compiled) with the lifted leaves
-    bound as the first argument, so it takes the user's arguments only."""
+class _FromWrapped(str):
+    """A class attribute that, read on an instance, is the wrapped function's
+    (``__doc__``, ``__module__``, as ``functools.wraps`` would have copied
+    them); read on the class, the class's own: a str, because ``type`` hands
+    out its ``__module__`` as it is stored."""
 
-    __slots__ = ("_stage", "_leaves")
+    def __new__(cls, own: str, read: Callable):
+        self = super().__new__(cls, own)
+        self.read = read
+        return self
 
-    def __init__(self, stage, leaves):
-        self._stage = stage
-        self._leaves = leaves
+    def __get__(self, obj, objtype=None):
+        return str(self) if obj is None else self.read(obj._fun)
 
-    def lower(self, *args, **kwargs) -> Staged:
-        return Staged(self._stage.lower(*args, **kwargs), self._leaves)
 
-    def compile(self, *args, **kwargs) -> Staged:
-        return Staged(self._stage.compile(*args, **kwargs), self._leaves)
+StableJitted.__doc__ = _FromWrapped(StableJitted.__doc__, _COPIED["__doc__"])
+StableJitted.__module__ = _FromWrapped(StableJitted.__module__, _COPIED["__module__"])
+_INSTANCE_DICT = next(
+    c.__dict__["__dict__"] for c in StableJitted.__mro__[1:] if "__dict__" in c.__dict__
+).__get__
 
-    def __call__(self, *args, **kwargs):
-        return self._stage(*self._leaves, *args, **kwargs)
 
-    @property
-    def args_info(self):
-        args, kwargs = self._stage.args_info
-        return args[len(self._leaves) :], kwargs
-
-    def __getattr__(self, name):
-        return getattr(self._stage, name)
-
-    def __repr__(self):
-        return f"<stablejit {type(self._stage).__name__}: {self._stage!r}>"
+def _wrapped_dict(fun) -> dict:
+    """What ``jax.jit``'s ``functools.wraps`` puts in its wrapper's ``__dict__``."""
+    try:
+        copied = {k: read(fun) for k, read in _COPIED.items()}
+        return {**getattr(fun, "__dict__", {}), **copied, "__wrapped__": fun}
+    except Exception:  # noqa: BLE001 (as wraps: nothing, if it cannot read the function)
+        return {}
 
 
 def wrap(fun: Callable, opts: Options) -> StableJitted:
     """``fun`` compiled with ``opts`` (checked)."""
     check_callable(fun)
+    check_argnums(fun, opts)
     return made(fun, opts)
 
 
@@ -232,7 +289,7 @@ def jitted_of(call, fun: Callable, opts: Options) -> StableJitted:
     if NATIVE is None:
         # A partial without a __dict__ of its own is unwrapped by
         # functools.partial(self, x).
-        self.__dict__  # noqa: B018
+        _INSTANCE_DICT(self)
     return self
 
 

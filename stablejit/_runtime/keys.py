@@ -18,6 +18,7 @@ from .._diagnostics.describe import callables_in, user_function
 from .._fingerprint import bake
 from .._fingerprint.code import code_info
 from .._fingerprint.walk import KeyWalker, walker
+from .._markers import sentinel
 from .cache import STATIC_SCALARS
 from .options import Lift, Options
 
@@ -108,10 +109,18 @@ def signature(fn, n_leaves: int):
         return None
     kind = inspect.Parameter.POSITIONAL_ONLY
     leaves = [inspect.Parameter(bake.LEAF_NAME.format(i), kind) for i in range(n_leaves)]
+    # Defaults marked, not kept: the entry outlives fn, and a partial's are its
+    # bound values (arrays); JAX binds arguments to read their names only.
+    params = [
+        p if p.default is p.empty else p.replace(default=_DEFAULT) for p in sig.parameters.values()
+    ]
     try:
-        return sig.replace(parameters=[*leaves, *sig.parameters.values()])
+        return sig.replace(parameters=[*leaves, *params])
     except ValueError:
         return None
+
+
+_DEFAULT = sentinel("a default")
 
 
 def tag(fn):

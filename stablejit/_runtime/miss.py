@@ -16,7 +16,7 @@ from .._fingerprint import bake
 from .._originals import JIT
 from .._registry import Memo
 from . import cache, persist
-from .canonical import make_canonical
+from .canonical import Source, make_canonical
 from .keys import Unkeyable, baked_of, call_key, lift_of, signature, tag, variant_of
 from .options import Options
 
@@ -70,6 +70,7 @@ def entry_for(fun, opts: Options, key, leaves: list, args: tuple, subject) -> ca
             baked.positions if baked is not None else frozenset(),
             adaptive=not opts.placed,
             on_traced=_on_traced,
+            source=Source(fun),
         )
         return JIT(canonical, **opts.jit_kwargs(n_leaves, n_dynamic))
 
@@ -86,11 +87,11 @@ def uncached(fun, opts: Options):
     return JIT(fun, **opts.user)
 
 
-def unkeyable(fun, opts: Options, error: Unkeyable, method: str, args, kwargs):
-    """Runs a call whose callable cannot be keyed as plain ``jax.jit``
-    would: traced anew, never wrong. Logged once per function."""
+def unkeyable(fun, opts: Options, error: Unkeyable):
+    """The plain ``jax.jit`` that runs a call whose callable cannot be keyed:
+    traced anew, never wrong. Logged once per function."""
     _warn_once(_UNKEYABLE_LOGGED, fun, opts, "cannot be keyed (%s): its calls", error)
-    return getattr(uncached(fun, opts), method)(*args, **kwargs)
+    return uncached(fun, opts)
 
 
 def mismatched(fun, opts: Options, error) -> None:

@@ -186,8 +186,10 @@ class Options:
         opts = {**DEFAULTS, **user}
         self.static_argnums = index_tuple("static_argnums", opts["static_argnums"])
         names = name_tuple("static_argnames", opts["static_argnames"])
+        # As jax.jit: one of them given (not None) fills in the other.
+        infer = opts["static_argnums"] is None or opts["static_argnames"] is None
         self.statics = (
-            StaticSlots(self.static_argnums, names) if names or self.static_argnums else None
+            StaticSlots(self.static_argnums, names, infer) if names or self.static_argnums else None
         )
         index_tuple("donate_argnums", opts["donate_argnums"])
         name_tuple("donate_argnames", opts["donate_argnames"])

@@ -14,8 +14,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import jax
+import numpy as np
+
 from .._fingerprint.kind import Kind, keys, register_kind
 from .._registry import Memo
+
+_ARRAYS = (jax.Array, np.ndarray)
 
 
 class Box:
@@ -77,13 +82,16 @@ register_kind(WithStatics, _WithStaticsKind())
 class StaticSlots:
     """Which of a call's arguments are static, resolved like ``jax.jit`` does:
     ``static_argnames`` also name positional uses and ``static_argnums`` keyword
-    uses, through the function's signature, unless both are given."""
+    uses, through the function's signature, unless both are given (``infer``
+    false: an empty ``static_argnames=()`` with ``static_argnums`` says a
+    keyword use is not static)."""
 
-    __slots__ = ("nums", "names", "_memo")
+    __slots__ = ("nums", "names", "infer", "_memo")
 
-    def __init__(self, nums: tuple[int, ...], names: tuple[str, ...]):
+    def __init__(self, nums: tuple[int, ...], names: tuple[str, ...], infer: bool = True):
         self.nums = nums
         self.names = names
+        self.infer = infer
         self._memo = Memo(256)  # (code, type) → resolved slots
 
     def _resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
@@ -93,7 +101,7 @@ class StaticSlots:
         if out is not None:
             return out
         nums, names = self.nums, self.names
-        if not (nums and names):
+        if self.infer:
             try:
                 params = list(inspect.signature(fn).parameters.values())
             except (TypeError, ValueError):
@@ -120,6 +128,7 @@ class StaticSlots:
         args = list(args)
         values, labels = [], []
         for i in positions:
+            _refuse_array(args[i])
             values.append(args[i])
             labels.append(str(i))
             args[i] = Box(args[i], labels[-1])
@@ -127,10 +136,27 @@ class StaticSlots:
             kwargs = dict(kwargs)
             for k in sorted(kwargs):
                 if k in names:
+                    _refuse_array(kwargs[k])
                     values.append(kwargs[k])
                     labels.append(repr(k))
                     kwargs[k] = Box(kwargs[k], labels[-1])
         return WithStatics(fn, tuple(values), tuple(labels)), tuple(args), kwargs
+
+
+def _refuse_array(value) -> None:
+    """Refuses an array passed as a static argument, as ``jax.jit`` does (it
+    cannot hash one), with its error: other unhashable values are keyed by
+    structure here, but an array is the computation's input, and a static
+    one would be keyed by its contents."""
+    if isinstance(value, _ARRAYS):
+        try:
+            hash(value)
+        except TypeError as e:
+            raise ValueError(
+                "Non-hashable static arguments are not supported. An error occurred while "
+                f"trying to hash an object of type {type(value)}, {value}. The error was:\n"
+                f"{type(e).__name__}: {e}\n"
+            ) from None
 
 
 def unbox(fn, args: tuple, kwargs: dict) -> tuple[Any, WithStatics | None]:

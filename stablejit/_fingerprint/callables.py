@@ -21,8 +21,8 @@ from .parts import (
     chain_owner,
     places,
 )
-from .places import CELL as CELL_SLOT
-from .places import GLOBAL as GLOBAL_SLOT
+from .places import CELL as CELL_PLACE
+from .places import GLOBAL as GLOBAL_PLACE
 from .records import FAST_PATH_TRIES, Record, known_key, remember
 from .sinks import sink_key
 
@@ -180,17 +180,17 @@ class Function(Kind):
                 continue
             elif what is GLOBAL:
                 if in_place:
-                    r.put(GLOBAL_SLOT, holder, name, nv)
+                    r.put(GLOBAL_PLACE, holder, name, nv)
                 else:
                     space[name] = nv
             elif what is CHAIN:
                 root, depth = holder
                 if in_place:
-                    r.put(GLOBAL_SLOT, chain_owner(root, name, depth), name[depth], nv)
+                    r.put(GLOBAL_PLACE, chain_owner(root, name, depth), name[depth], nv)
                 else:
                     space[name[0]] = _patched_module(space[name[0]], name[1 : depth + 1], nv)
             elif in_place:
-                r.put(CELL_SLOT, holder, name, nv)
+                r.put(CELL_PLACE, holder, name, nv)
             else:
                 own.cell_contents = nv
         return new

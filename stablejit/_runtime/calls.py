@@ -21,8 +21,8 @@ from jax._src import traceback_util
 from .._config import config
 from .._diagnostics import stats
 from .._fingerprint import sinks
-from .._fingerprint.checker import CALL_FILENAME
 from .._fingerprint.code import INFO as CODE_INFO
+from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch
 from . import miss, persist
 from .cache import CACHE

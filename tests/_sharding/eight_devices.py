@@ -43,7 +43,8 @@ for i in range(3):
     check(step(w, x), hoisted(x, w))
 assert len(traces) == 1, traces
 compiled = stable_jit(lambda x: x @ w).lower(x).compile()
-assert compiled.input_shardings[0][0] == both  # the lifted w, not gathered
+assert len(compiled.input_shardings[0]) == 1  # the user's x alone, as for jax.jit
+assert compiled._full.input_shardings[0][0] == both  # the lifted w, not gathered
 
 # 2. in_shardings / out_shardings apply to the user's arguments, as for jax.jit.
 f = stable_jit(lambda x: (x @ w) * 2, in_shardings=rows, out_shardings=cols)

@@ -318,3 +318,66 @@ def test_library_code_finds_the_loop_primitives():
     stock, direct, patched = three_ways(names)
     assert stock[0] == "ok" and "while" in stock[1] and "cond" in stock[1]
     assert direct == patched == stock
+
+
+# --- bad input: lax's own exception, at every level ---------------------------------------------
+
+
+def _leaked():
+    box = []
+    JIT(lambda x: box.append(x) or x)(1.0)
+    return box[0]
+
+
+def _inc(c):
+    return c + 1
+
+
+BAD = {
+    "cond: string pred": lambda m: m.cond("a", _inc, _inc, 1),
+    "cond: vector pred": lambda m: m.cond(np.array([1, 2]), _inc, _inc, 1),
+    "cond: None pred": lambda m: m.cond(None, _inc, _inc, 1),
+    "cond: complex pred": lambda m: m.cond(1j, _inc, _inc, 1),
+    "cond: string operand": lambda m: m.cond(True, _inc, _inc, "s"),
+    "cond: branch outputs differ": lambda m: m.cond(True, lambda: 1.0, lambda: 2),
+    "cond: legacy, string operand": lambda m: m.cond(True, "s", _inc, 1, _inc),
+    "switch: float index": lambda m: m.switch(1.5, [_inc, _inc], 1),
+    "switch: bool index": lambda m: m.switch(True, [_inc, _inc], 1),
+    "switch: vector index": lambda m: m.switch(np.array([0, 1]), [_inc, _inc], 1),
+    "switch: no branches": lambda m: m.switch(0, [], 1),
+    "switch: a generator of branches": lambda m: m.switch(0, (b for b in [_inc, _inc]), 1),
+    "scan: a list of ints": lambda m: m.scan(lambda c, x: (c, x), 0, list(range(5))),
+    "scan: nothing to scan": lambda m: m.scan(lambda c, x: (c, x), 0, None),
+    "scan: a scalar": lambda m: m.scan(lambda c, x: (c, x), 0, 3.0),
+    "scan: a numpy scalar": lambda m: m.scan(lambda c, x: (c, x), 0, np.float32(3.0)),
+    "scan: lengths differ": lambda m: m.scan(lambda c, x: (c, x), 0, (jnp.zeros(3), jnp.zeros(4))),
+    "scan: length disagrees": lambda m: m.scan(lambda c, x: (c, x), 0, jnp.zeros(3), length=4),
+    "scan: not callable": lambda m: m.scan(3, 0, jnp.zeros(3)),
+    "scan: carry changes type": lambda m: m.scan(lambda c, x: (x, x), jnp.int32(0), jnp.zeros(3)),
+    "while_loop: string init": lambda m: m.while_loop(lambda c: c < 3, _inc, "s"),
+    "while_loop: int too large": lambda m: m.while_loop(lambda c: c < 3, _inc, 2**40),
+    "while_loop: not callable": lambda m: m.while_loop(None, _inc, 0),
+    "while_loop: body changes type": lambda m: m.while_loop(
+        lambda c: c < 3, lambda c: c + 1.0, jnp.int32(0)
+    ),
+    "while_loop: a leaked tracer": lambda m: m.while_loop(lambda c: c < 3, _inc, _leaked()),
+    "fori_loop: float bounds": lambda m: m.fori_loop(0.0, 3, lambda i, c: c, 0),
+    "fori_loop: string init": lambda m: m.fori_loop(0, 3, lambda i, c: c, "s"),
+    "map: a scalar": lambda m: m.map(_inc, 3.0),
+    "map: not callable": lambda m: m.map(1, jnp.zeros(3)),
+}
+
+WHERE_BAD = {
+    "top": lambda call: call(),
+    "jit": lambda call: JIT(lambda x: (call(), x)[1])(X),
+    "vmap": lambda call: jax.vmap(lambda x: (call(), x)[1])(jnp.stack([X, X])),
+}
+
+
+@pytest.mark.parametrize("where", WHERE_BAD)
+@pytest.mark.parametrize("bad", BAD)
+def test_bad_input_raises_lax_exception_and_message(bad, where):
+    stock, direct, patched = three_ways(lambda loops: WHERE_BAD[where](lambda: BAD[bad](loops)))
+    assert stock[0] == "raises"
+    assert direct == stock
+    assert patched == stock

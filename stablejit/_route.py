@@ -32,6 +32,7 @@ import numpy as np
 from jax._src import config as _jax_config
 from jax._src import core as _core
 from jax._src import dtypes as _dtypes
+from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import partial_eval as _pe
 
 _STRING = getattr(_dtypes, "string_dtype", None)  # JAX's string arrays (0.7 on)
@@ -85,6 +86,8 @@ def avals(tree: Any) -> list | None:
 
 
 def _aval(leaf: Any) -> Any:
+    if type(leaf) is _ArrayImpl:
+        return leaf.aval  # a concrete array, the common case: valid, and cheap to ask
     if isinstance(leaf, _core.Tracer):
         return None
     try:

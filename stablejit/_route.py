@@ -48,7 +48,9 @@ EAGER = "eager"
 
 
 def enclosing() -> str:
-    """Which of :data:`TOP`, :data:`STAGING` or :data:`EAGER` encloses the caller."""
+    """Which of :data:`TOP`, :data:`STAGING` or :data:`EAGER` encloses the
+    caller, read from JAX's trace context (the current trace and its named
+    axes), as JAX itself reads it."""
     ctx = _core.trace_ctx
     trace = ctx.trace
     if isinstance(trace, _core.EvalTrace) and not ctx.axis_env.axis_sizes:
@@ -94,7 +96,7 @@ def _aval(leaf: Any) -> Any:
         aval = _core.typeof(leaf)  # JAX's own test of "a valid JAX type"
     except (TypeError, OverflowError, ValueError):
         return None
-    # As JAX's valid_jaxtype: typeof takes a string array that lax rejects.
+    # As JAX's valid_jaxtype: its own string dtype has a type, yet is no value lax takes.
     dtype = getattr(aval, "dtype", None)
     if dtype is None or (_STRING is not None and dtype == _STRING):
         return None

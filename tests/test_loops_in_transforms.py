@@ -123,6 +123,19 @@ def _scan_read_only_carry(loops, x):
     return y
 
 
+def _scan_debug_callback(loops, x):
+    # Library code looks for the callback inside the scan body.
+    def body(c, e):
+        jax.debug.callback(_ignore, c)
+        return c * e, None
+
+    return loops.scan(body, x, jnp.arange(1.0, 3.0))[0]
+
+
+def _ignore(*_):
+    pass
+
+
 def _cond(loops, x):
     return loops.cond(x.sum() > 0, lambda y: y * W, lambda y: y - W, x)
 
@@ -184,6 +197,7 @@ PROGRAMS = {
         _fori_dynamic,
         _scan,
         _scan_read_only_carry,
+        _scan_debug_callback,
         _cond,
         _cond_forwarding,
         _cond_legacy,

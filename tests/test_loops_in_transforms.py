@@ -48,6 +48,10 @@ CONTEXTS = {
     "vmap of jit": lambda f: jax.vmap(JIT(f))(jnp.stack([X, X])),
     "grad of vmap": lambda f: jax.grad(lambda x: jax.vmap(f)(x).sum())(jnp.stack([X, X])),
     "compile-time eval in jit": lambda f: JIT(lambda x: _eval_inside(f, x))(X),
+    "custom_vmap rule": lambda f: jax.vmap(_with_vmap_rule(f))(jnp.stack([X, X])),
+    "custom_vmap rule, named axis": lambda f: jax.vmap(_with_vmap_rule(f), axis_name="i")(
+        jnp.stack([X, X])
+    ),
 }
 WHERE = {
     "top": TOP,
@@ -66,7 +70,24 @@ WHERE = {
     "grad of vmap": EAGER,
     # JAX 0.10 folds constants there but keeps the jit's trace: stock's loop is staged.
     "compile-time eval in jit": STAGING,
+    # A batching rule runs on concrete, batched values: at the top level, unless a named axis
+    # is in scope (which JAX keys its own jit caches on).
+    "custom_vmap rule": TOP,
+    "custom_vmap rule, named axis": EAGER,
 }
+
+
+def _with_vmap_rule(f):
+    @jax.custom_batching.custom_vmap
+    def g(x):
+        return x
+
+    @g.def_vmap
+    def rule(axis_size, in_batched, x):
+        f(x)
+        return x, in_batched[0]
+
+    return g
 
 
 def _eval_inside(f, x):

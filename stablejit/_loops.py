@@ -8,9 +8,10 @@ their closed-over arrays are lifted to inputs, Python values they close over
 and the static arguments (loop bounds given as Python ints, ``length``,
 ``reverse``, ``unroll``) are part of the key.
 
-Inside a trace (an outer ``jit``, ``grad``, ``vmap``) they stay correct and
-differentiable wherever ``lax``'s are: the cached program is a nested
-``jit``, which JAX differentiates and batches like any other.
+Only at the top level: inside any transformation (an outer ``jit``,
+``make_jaxpr``, ``vmap``, ``grad``, a loop body), and for inputs ``lax``
+rejects, each is exactly its ``jax.lax`` namesake, called as given (see
+:mod:`._route`): JAX sees stock's program and raises stock's errors.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from ._markers import sentinel
 from ._originals import LAX
+from ._route import avals, may_cache, scalar, scannable
 from ._runtime.jitted import StableJitted, made
 from ._runtime.options import DEFAULT_OPTIONS
 
@@ -34,7 +36,8 @@ def _run(runner: Callable, *static: Any) -> StableJitted:
 
 
 # The runners: each calls the real lax function (not a patched one), with the
-# static arguments first, as _run binds them.
+# static arguments first, as _run binds them. Called directly, each is the
+# plain lax call, which is what a wrapper makes where it may not cache.
 
 
 def _while(cond_fun, body_fun, init_val):
@@ -108,7 +111,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         >>> int(count_to(10, 3))   # both closures are new on every call
         12
     """
-    return _run(_while, cond_fun, body_fun)(init_val)
+    if may_cache() and callable(cond_fun) and callable(body_fun) and avals(init_val) is not None:
+        return _run(_while, cond_fun, body_fun)(init_val)
+    return _while(cond_fun, body_fun, init_val)
 
 
 def fori_loop(
@@ -134,9 +139,17 @@ def fori_loop(
         >>> int(stablejit.fori_loop(0, 4, lambda i, acc: acc + i, 0))
         6
     """
+    if not (may_cache() and callable(body_fun) and _bounds(lower, upper, init_val)):
+        return _fori(body_fun, unroll, lower, upper, init_val)
     if _static_int(lower) and _static_int(upper):
         return _run(_fori_static, lower, upper, body_fun, unroll)(init_val)
     return _run(_fori, body_fun, unroll)(lower, upper, init_val)
+
+
+def _bounds(lower: Any, upper: Any, init_val: Any) -> bool:
+    # lax's own checks on the bounds (equal types, integers) run inside the
+    # cached trace, and name only dtypes: same message there.
+    return scalar(lower, "iu") and scalar(upper, "iu") and avals(init_val) is not None
 
 
 def scan(
@@ -168,7 +181,9 @@ def scan(
         >>> float(carry), ys.tolist()
         (6.0, [0.0, 0.0, 2.0, 9.0])
     """
-    return _run(_scan, f, length, reverse, unroll, _split_transpose)(init, xs)
+    if may_cache() and callable(f) and avals(init) is not None and scannable(xs, length):
+        return _run(_scan, f, length, reverse, unroll, _split_transpose)(init, xs)
+    return _scan(f, length, reverse, unroll, _split_transpose, init, xs)
 
 
 _NO_OPERAND = sentinel("no operand")
@@ -210,12 +225,14 @@ def cond(
         4.0
     """
     ops = _operands(operands, operand)
-    if callable(true_fun) and callable(false_fun) and ops is not None:
-        return _run(_cond, true_fun, false_fun)(pred, *ops)
-    if callable(false_fun) and len(operands) == 2 and callable(operands[1]) and ops is not None:
-        # The legacy form: true_fun and operands[0] are the branches' operands.
-        return _run(_cond_legacy, false_fun, operands[1])(pred, true_fun, operands[0])
-    # Not a form lax.cond accepts: its own error.
+    if ops is not None and may_cache() and scalar(pred, "biuf"):
+        if callable(true_fun) and callable(false_fun) and avals(ops) is not None:
+            return _run(_cond, true_fun, false_fun)(pred, *ops)
+        legacy = len(operands) == 2 and callable(false_fun) and callable(operands[1])
+        if legacy and avals((true_fun, operands[0])) is not None:
+            # The legacy form: true_fun and operands[0] are the branches' operands.
+            return _run(_cond_legacy, false_fun, operands[1])(pred, true_fun, operands[0])
+    # Under a transformation, or input lax.cond may reject: lax.cond itself.
     return _lax_call("cond", (pred, true_fun, false_fun, *operands), operand)
 
 
@@ -239,18 +256,18 @@ def switch(
         6.0
     """
     ops = _operands(operands, operand)
-    try:
-        branches = tuple(branches)
-    except TypeError:
-        ops = None
-    if ops is None or not all(callable(b) for b in branches):
-        return _lax_call("switch", (index, branches, *operands), operand)
-    return _run(_switch, branches)(index, *ops)
+    if ops is not None and may_cache() and scalar(index, "iu") and avals(ops) is not None:
+        # A list or tuple only: lax reads other iterables twice (an iterator
+        # comes out empty), and its errors for them are its own.
+        if isinstance(branches, (list, tuple)) and branches and all(callable(b) for b in branches):
+            return _run(_switch, tuple(branches))(index, *ops)
+    # Under a transformation, or input lax.switch may reject: lax.switch itself.
+    return _lax_call("switch", (index, branches, *operands), operand)
 
 
 def _lax_call(name: str, args: tuple, operand: Any) -> Any:
-    """Calls the real ``jax.lax`` function, for the arguments it rejects, so
-    that the error is exactly its own."""
+    """Calls the real ``jax.lax`` function with the arguments as given, so
+    that what JAX sees, and any error, is exactly its own."""
     if operand is _NO_OPERAND:
         return LAX[name](*args)
     return LAX[name](*args, operand=operand)
@@ -272,4 +289,6 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
         >>> stablejit.map(lambda x: x * 2, jnp.arange(3)).tolist()
         [0, 2, 4]
     """
-    return _run(_map, f, batch_size)(xs)
+    if may_cache() and callable(f) and scannable(xs, None):
+        return _run(_map, f, batch_size)(xs)
+    return _map(f, batch_size, xs)

@@ -3,7 +3,9 @@
 For code we cannot edit (HuggingFace generation, optax linesearches) that
 looks these functions up at call time (``jax.jit(...)``, ``lax.while_loop(...)``).
 The originals are captured at import, before any patching (see
-:mod:`._originals`), and stablejit itself always calls those.
+:mod:`._originals`), and stablejit itself always calls those. The patched
+loops cache only at the top level: inside a transformation they call the
+originals as given (see :mod:`._route`), so JAX sees stock's program.
 """
 
 from __future__ import annotations

@@ -219,3 +219,35 @@ def test_calls_lax_rejects_raise_lax_errors(call):
     with pytest.raises(TypeError) as theirs:
         call(lax)
     assert str(ours.value) == str(theirs.value)
+
+
+def test_every_kind_of_jax_value_in_a_carry_takes_the_cache(traces):
+    # The check that sends input lax rejects straight to lax must pass all
+    # that lax takes: else those loops silently lose the cache.
+    carry = (
+        jnp.arange(3.0),
+        np.arange(2, dtype=np.int8),
+        np.float32(1.5),
+        jnp.bfloat16(2.0),
+        7,
+        0.5,
+        True,
+        jax.random.key(0),
+        jax.random.PRNGKey(1),
+    )
+
+    def run(k):
+        def body(c):
+            traces()
+            return (c[0] + k, *c[1:])
+
+        return stablejit.while_loop(lambda c: c[0][0] < 2.0, body, carry)
+
+    for k in (1.0, 1.0, 0.5):
+        got = run(jnp.float32(k))
+        want = lax.while_loop(lambda c: c[0][0] < 2.0, lambda c, k=k: (c[0] + k, *c[1:]), carry)
+        for a, b in zip(got, want, strict=True):
+            if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+                a, b = jax.random.key_data(a), jax.random.key_data(b)
+            np.testing.assert_array_equal(a, b)
+    assert traces.n == 1

@@ -183,7 +183,7 @@ def test_a_live_function_keeps_its_variants_past_the_bound_as_jax_jit_does(trace
     assert traces.n == 10  # a dead closure's entry was
     del f, g  # now its entry may go too
     make(1)(jnp.zeros(1))
-    assert sum(max(1, e.compiles) for e in _cache.live_entries()) <= 2
+    assert sum(max(1, e.counts.compiles) for e in _cache.live_entries()) <= 2
 
 
 def test_shrinking_the_cache_evicts_immediately():

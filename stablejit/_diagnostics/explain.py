@@ -23,6 +23,7 @@ import warnings
 import jax
 
 from .._config import config
+from . import stats
 from .describe import SIDE_CHANNEL, describe, differences, distance, render, structure
 from .stats import Stats
 
@@ -183,10 +184,10 @@ def signature(leaves, args, kwargs) -> tuple:
 
 def on_retrace(entry, name: str, location: str, signature: tuple) -> None:
     """Explains a retrace within one entry: the arguments' shapes changed."""
-    old, entry.signature = entry.signature, signature
+    old = stats.new_signature(entry, signature)
     if old is None or not config.explain_misses:
         return
-    labels = entry.leaf_labels
+    labels = entry.counts.leaf_labels
     changes = []
     for i, (a, b) in enumerate(zip(old[0], signature[0], strict=False)):
         if a != b:

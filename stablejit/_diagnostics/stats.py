@@ -46,7 +46,57 @@ class CacheInfo(NamedTuple):
     compile_seconds: float
 
 
-_COUNTED = ("hits", "traces", "compiles", "trace_seconds", "compile_seconds")
+_COUNTED = ("traces", "compiles", "trace_seconds", "compile_seconds")
+"""Counted per entry (in its ``Counts``), besides its hits."""
+
+
+class Counts:
+    """One cache entry's counters, and what its explanations read: written
+    by this module alone (an entry's ``counts``)."""
+
+    __slots__ = (*_COUNTED, "stats", "leaf_labels", "signature")
+
+    def __init__(self):
+        self.traces = self.compiles = 0
+        self.trace_seconds = self.compile_seconds = 0.0
+        self.stats: Stats | None = None  # the function's counters
+        self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
+        self.signature = None  # the arguments' shapes at the last trace
+
+
+def trace_began(entry) -> None:
+    entry.counts.traces += 1
+
+
+def trace_ended(entry, seconds: float) -> None:
+    entry.counts.trace_seconds += seconds
+
+
+def attach(entry, s: Stats) -> None:
+    """Files ``entry`` under its function's counters ``s``, whose newest
+    description names its lifted arrays."""
+    entry.counts.stats = s
+    entry.counts.leaf_labels = [name for name, _ in s.descriptions[-1].lifted]
+
+
+def new_signature(entry, signature):
+    """Notes the arguments' ``signature`` at ``entry``'s trace; returns the last one."""
+    old, entry.counts.signature = entry.counts.signature, signature
+    return old
+
+
+def _counted(entry) -> dict:
+    counts = entry.counts
+    return {"hits": entry.hits, **{field: getattr(counts, field) for field in _COUNTED}}
+
+
+def retire(entry, evicted: bool) -> None:
+    """Keeps the counts of ``entry``, which is being dropped, in its function's."""
+    s = entry.counts.stats
+    if s is not None:
+        for field, n in _counted(entry).items():
+            s.retired[field] += n
+        s.evictions += evicted
 
 
 class Stats:
@@ -69,19 +119,13 @@ class Stats:
         self.location = location
         self.misses = 0
         self.evictions = 0
-        self.retired = dict.fromkeys(_COUNTED, 0)  # the counts of dropped entries
+        self.retired = dict.fromkeys(("hits", *_COUNTED), 0)  # the counts of dropped entries
         # Hashes of the distinct keys compiled, by structure (see
         # _describe.structure): the recompile limit counts within one.
         self.keys: dict[int, set[int]] = {}
         self.descriptions: collections.deque = collections.deque(maxlen=16)
         self.values: dict[str, dict[str, None]] = {}  # part → distinct summaries seen
         self.warned = False
-
-    def retire(self, entry, evicted: bool) -> None:
-        """Keeps the counts of an entry of this function that is being dropped."""
-        for field in _COUNTED:
-            self.retired[field] += getattr(entry, field)
-        self.evictions += evicted
 
 
 STATS: dict[Any, Stats] = {}
@@ -100,7 +144,7 @@ def cache_info(live_entries: list, tag=None) -> CacheInfo:
     """Sums the counters of ``tag`` (every function if None), whose entries
     now alive are among ``live_entries``."""
     tags = list(STATS) if tag is None else [tag]
-    totals = dict.fromkeys(_COUNTED, 0)
+    totals = dict.fromkeys(("hits", *_COUNTED), 0)
     misses = evictions = 0
     for t in tags:
         s = STATS.get(t)
@@ -108,12 +152,12 @@ def cache_info(live_entries: list, tag=None) -> CacheInfo:
             continue
         misses += s.misses
         evictions += s.evictions
-        for field in _COUNTED:
-            totals[field] += s.retired[field]
+        for field, n in s.retired.items():
+            totals[field] += n
     entries = [e for e in live_entries if tag is None or e.tag == tag]
     for e in entries:
-        for field in _COUNTED:
-            totals[field] += getattr(e, field)
+        for field, n in _counted(e).items():
+            totals[field] += n
     return CacheInfo(
         hits=totals["hits"],
         misses=misses,
@@ -154,8 +198,8 @@ def _on_event(event: str, seconds: float, **_) -> None:
         return
     entry = getattr(_TLS, "entry", None)
     if entry is not None:
-        entry.compiles += 1
-        entry.compile_seconds += seconds
+        entry.counts.compiles += 1
+        entry.counts.compile_seconds += seconds
         _TLS.entry = None
 
 

@@ -39,9 +39,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .._config import config
+from .._diagnostics.stats import Counts, retire
 from .._native import NATIVE
 from .._registry import Memo, on_clear
 from .jaxcaches import forget, suspend
+from .trace_warnings import Warned
 
 LOCK = threading.RLock()
 """Guards the cache's tables."""
@@ -57,29 +59,26 @@ ENTRIES: dict[Entry, None] = {}
 class Entry(object if NATIVE is None else NATIVE.Counted):
     """One cached computation: a ``jax.jit`` of a canonical function.
 
-    Its ``hits`` are a C field where the accelerator is built (its base,
-    ``Counted``), which a native hit counts without making an int."""
+    Its fields have one writer each:
+
+    * this module: ``jitted`` (the ``jax.jit``), ``ready`` (what the hot
+      path calls; see :func:`serve`), ``keys`` (the keys it is filed under;
+      see :func:`alias`), ``tag`` (its function's), and ``policy``;
+    * the hot path: ``hits``, a C field where the accelerator is built (its
+      base, ``Counted``), which a native hit counts without making an int;
+    * the diagnostics: ``counts`` (see their ``Counts``);
+    * :mod:`.trace_warnings`: ``warned``.
+    """
 
     __slots__ = (
         "jitted",
         "ready",
         "keys",
         "tag",
-        "last_used",
-        "hits_then",
+        "policy",
         *(("hits",) if NATIVE is None else ()),
-        "traces",
-        "compiles",
-        "trace_seconds",
-        "compile_seconds",
-        "stats",
-        "leaf_labels",
-        "signature",
-        "warnings",
-        "callers",
-        "owner",
-        "hits_at_death",
-        "suspended",
+        "counts",
+        "warned",
         "__weakref__",
     )
 
@@ -89,25 +88,44 @@ class Entry(object if NATIVE is None else NATIVE.Counted):
         self.ready: Callable | None = None
         self.keys = [key]
         self.tag = tag
+        self.policy = Policy()
+        self.hits = 0
+        self.counts = Counts()
+        self.warned = Warned()
+
+
+class Policy:
+    """What the cache's bound decides by (see the module's docstring)."""
+
+    __slots__ = ("last_used", "hits_then", "owner", "hits_at_death", "suspended")
+
+    def __init__(self):
         # Recency for eviction (see _evict_locked): a hit only counts itself.
         self.last_used = next(CLOCK)
         self.hits_then = 0
-        self.hits = self.traces = self.compiles = 0
-        self.trace_seconds = self.compile_seconds = 0.0
-        self.stats = None  # the function's counters (see the diagnostics' Stats)
-        self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
-        self.signature = None  # the arguments' shapes at the last trace
-        # What its traces warned, and the callables that have called it since
-        # (see :mod:`.trace_warnings`): None until a trace warns.
-        self.warnings: tuple = ()
-        self.callers: weakref.WeakSet | None = None
-        # The callable it was made for, weakly: alive, it pins the entry;
-        # gone, the hits then tell whether another has used it since.
+        # The callable the entry was made for, weakly: alive, it pins the
+        # entry; gone, the hits then tell whether another has used it since.
         self.owner: weakref.ref | None = None
         self.hits_at_death: int | None = None
         # Whether it left JAX's dispatch cache on probation (see
         # :mod:`.jaxcaches`); a call takes it off probation for good.
         self.suspended = False
+
+
+def serve(entry: Entry, ready: Callable | None) -> None:
+    """Makes ``ready`` what the hot path calls for ``entry``."""
+    entry.ready = ready
+
+
+def alias(entry: Entry, key) -> None:
+    """Also files ``entry`` under ``key``, unless ``key`` has an entry or
+    ``entry`` was dropped."""
+    if key in CACHE:
+        return
+    with LOCK:
+        if entry in ENTRIES and key not in CACHE:
+            CACHE[key] = entry
+            entry.keys.append(key)
 
 
 STATIC_SCALARS = Memo(4096)
@@ -156,9 +174,9 @@ def get_or_create(key, tag, build: Callable[[Entry], Callable]) -> Entry:
 def set_owner(entry: Entry, fn) -> None:
     """Notes the callable ``entry`` was made for (see the module's docs),
     if it can be referenced weakly; a first owner stays."""
-    if entry.owner is None:
+    if entry.policy.owner is None:
         try:
-            entry.owner = weakref.ref(fn, functools.partial(_orphaned, weakref.ref(entry)))
+            entry.policy.owner = weakref.ref(fn, functools.partial(_orphaned, weakref.ref(entry)))
         except TypeError:
             pass
 
@@ -166,23 +184,23 @@ def set_owner(entry: Entry, fn) -> None:
 def _orphaned(entry_ref, _) -> None:
     entry = entry_ref()
     if entry is not None:
-        entry.hits_at_death = entry.hits
+        entry.policy.hits_at_death = entry.hits
 
 
 def _weight(entry: Entry) -> int:
     """The executables ``entry`` holds (one, until its first compile)."""
-    return max(1, entry.compiles)
+    return max(1, entry.counts.compiles)
 
 
 def _pinned(entry: Entry) -> bool:
-    owner = entry.owner
+    owner = entry.policy.owner
     return owner is not None and owner() is not None
 
 
 def _on_probation(entry: Entry) -> bool:
     """Whether nothing has used ``entry`` since its function died (of an
     entry not pinned: the death noted is its owner's last)."""
-    return entry.hits_at_death == entry.hits
+    return entry.policy.hits_at_death == entry.hits
 
 
 def _evict_locked(size: int, keep: Entry | None = None) -> None:
@@ -199,24 +217,24 @@ def _evict_locked(size: int, keep: Entry | None = None) -> None:
     held = sum(map(_weight, loose))
     idle = [e for e in loose if _on_probation(e)]
     for e in idle:
-        if not e.suspended and e.jitted is not None:
-            e.suspended = True
+        if not e.policy.suspended and e.jitted is not None:
+            e.policy.suspended = True
             suspend(e.jitted)
     held_idle, idle_size = sum(map(_weight, idle)), max(1, size // 4)
     if held <= size and held_idle <= idle_size:
         return
     for e in loose:
-        if e.hits != e.hits_then:
-            e.hits_then = e.hits
-            e.last_used = next(CLOCK)
-    for e in sorted(idle, key=lambda e: e.last_used):
+        if e.hits != e.policy.hits_then:
+            e.policy.hits_then = e.hits
+            e.policy.last_used = next(CLOCK)
+    for e in sorted(idle, key=_last_used):
         if held_idle <= idle_size:
             break
         if e is not keep:
             held_idle -= _weight(e)
             held -= _weight(e)
             _drop_locked(e, evicted=True)
-    for e in sorted(loose, key=lambda e: e.last_used):
+    for e in sorted(loose, key=_last_used):
         if held <= size:
             break
         if e is not keep and e in ENTRIES:
@@ -224,9 +242,13 @@ def _evict_locked(size: int, keep: Entry | None = None) -> None:
             _drop_locked(e, evicted=True)
 
 
+def _last_used(entry: Entry) -> int:
+    return entry.policy.last_used
+
+
 def _drop_locked(entry: Entry, evicted: bool = False) -> None:
-    if ENTRIES.pop(entry, False) is None and entry.stats is not None:
-        entry.stats.retire(entry, evicted)
+    if ENTRIES.pop(entry, False) is None:
+        retire(entry, evicted)
     for k in entry.keys:
         if CACHE.get(k) is entry:
             del CACHE[k]

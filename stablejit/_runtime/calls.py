@@ -25,7 +25,7 @@ from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch
 from . import miss, persist
-from .cache import CACHE
+from .cache import CACHE, serve
 from .canonical import TRACE_LOCK, Restructured, entry_point, ready_for
 from .hot import install
 from .keys import Unkeyable, call_key, fingerprint_of, is_plain
@@ -189,7 +189,7 @@ def _load(staging: Staging, opts, key) -> bool:
     disk = miss.disk_key(opts, key, staging.leaves, staging.args, staging.kwargs)
     compiled = disk and persist.load(disk)
     if compiled:
-        entry.ready = persist.loaded_ready(compiled, entry.jitted, entry, disk)
+        serve(entry, persist.loaded_ready(compiled, entry.jitted, entry, disk))
         return True
     staging.disk = (disk, jax_hits) if disk else None
     return False
@@ -220,7 +220,7 @@ def first_call(fn, opts, args, kwargs):
         stats.done_compiling()
         release(cargs, ckwargs)
     if entry.jitted is jitted:  # not evicted meanwhile
-        entry.ready = ready_for(entry, jitted)
+        serve(entry, ready_for(entry, jitted))
     return out
 
 

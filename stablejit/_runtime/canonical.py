@@ -15,11 +15,11 @@ import sys
 import threading
 import time
 import types
-import weakref
 from collections.abc import Callable
 
 import jax
 
+from .._diagnostics import stats
 from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import Snapshot
@@ -27,7 +27,7 @@ from .._fingerprint.walk import fingerprint
 from .._native import NATIVE
 from . import trace_warnings
 from .argtrees import aux_holds_callables, by_structure, unwrap
-from .cache import CACHE, ENTRIES, LOCK, Entry
+from .cache import Entry, alias, serve
 from .options import Lift
 from .statics import rebox, unbox
 
@@ -123,25 +123,25 @@ def make_canonical(
     def canonical(*args, **kwargs):
         fn = current_callable(entry)
         rest, kwargs = unwrap(args[n_leaves:], kwargs)
-        if adaptive and entry.traces and entry.ready is entry.jitted is not None:
+        if adaptive and entry.counts.traces and entry.ready is entry.jitted is not None:
             if aux_holds_callables((rest, kwargs)):
                 # A retrace with a callable in an argument's static fields:
                 # JAX compared it by identity. From now on, keyed by
                 # fingerprint, this call too (a trace finished here would
                 # compile a variant that the next call no longer uses).
-                entry.ready = by_structure(entry.jitted, n_leaves)
+                serve(entry, by_structure(entry.jitted, n_leaves))
                 raise Restructured
         call = unbox(fn, rest, kwargs)
         subject = fn if call is None else call
         with TRACE_LOCK, _headroom():
-            entry.traces += 1
+            stats.trace_began(entry)
             start = time.perf_counter()
             snapshot = Snapshot(subject)
             try:
                 try:
                     new, rebuilder = substitute(subject, args[:n_leaves], lift, baked)
-                except RebuildMismatch as e:
-                    e.entry = entry  # which variant to run plainly (see miss.mismatched)
+                except RebuildMismatch as mismatch:
+                    mismatch.entry = entry  # which variant to run plainly (see miss.mismatched)
                     raise
                 try:
                     with trace_warnings.recording() as shown:
@@ -163,8 +163,8 @@ def make_canonical(
                 # after a lift_scalars fallback must not see a new key.
                 if snapshot.commit():
                     _alias_after_trace(entry, subject, lift)
-            entry.trace_seconds += time.perf_counter() - start
-            if shown or entry.callers is not None:
+            stats.trace_ended(entry, time.perf_counter() - start)
+            if shown or entry.warned.callers is not None:
                 _warned(entry, fn, shown)
         if on_traced is not None:
             on_traced(entry, args[:n_leaves], args[n_leaves:], kwargs)
@@ -222,12 +222,12 @@ def ready_for(entry: Entry, jitted: Callable) -> Callable:
     """What the hot path is to call for ``entry``, whose ``jax.jit`` is
     ``jitted``: that, or, for an entry whose traces warned, that replaying
     their warnings to each new caller (see :mod:`.trace_warnings`)."""
-    if entry.callers is None:
+    warned = entry.warned
+    if warned.callers is None:
         return jitted
 
     def replaying(*args, **kwargs):
-        if trace_warnings.first_call(entry.callers, current_callable(entry)):
-            trace_warnings.emit(entry.warnings)
+        trace_warnings.replay_to(warned, current_callable(entry))
         return jitted(*args, **kwargs)
 
     return replaying
@@ -237,12 +237,8 @@ def _warned(entry: Entry, fn, shown: list) -> None:
     """After a trace of ``entry`` by ``fn`` that showed ``shown`` (or of an
     entry that had warned before): ``fn`` has seen its warnings, and later
     callers will (see :func:`ready_for`)."""
-    entry.warnings = trace_warnings.merged(entry.warnings, shown)
-    if entry.callers is None:
-        entry.callers = weakref.WeakSet()
-        if entry.ready is not None:  # a retrace for new shapes, on the hot path
-            entry.ready = ready_for(entry, entry.ready)
-    trace_warnings.first_call(entry.callers, fn)
+    if trace_warnings.saw(entry.warned, fn, shown) and entry.ready is not None:
+        serve(entry, ready_for(entry, entry.ready))  # a retrace for new shapes, on the hot path
 
 
 def _same(x):
@@ -257,10 +253,4 @@ def _alias_after_trace(entry: Entry, fn, lift: Lift) -> None:
     mutated (see :mod:`stablejit._fingerprint.sinks`); later calls key without it.
     """
     first = entry.keys[0]
-    post_key = first[:-1] + (fingerprint(fn, lift)[0],)
-    if post_key in CACHE:
-        return
-    with LOCK:
-        if entry in ENTRIES and post_key not in CACHE:
-            CACHE[post_key] = entry
-            entry.keys.append(post_key)
+    alias(entry, first[:-1] + (fingerprint(fn, lift)[0],))

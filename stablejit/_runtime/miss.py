@@ -33,7 +33,7 @@ def function_tag(fun, opts: Options):
 
 def _on_traced(entry: cache.Entry, leaves: tuple, args: tuple, kwargs: dict) -> None:
     """After each trace of an entry: explanations and compile attribution."""
-    s = entry.stats
+    s = entry.counts.stats
     if s is not None:
         explain.on_retrace(entry, s.name, s.location, explain.signature(leaves, args, kwargs))
     stats.traced(entry)
@@ -76,8 +76,7 @@ def entry_for(fun, opts: Options, key, leaves: list, args: tuple, subject) -> ca
 
     entry = cache.get_or_create(key, ftag, build)
     cache.set_owner(entry, fun)
-    entry.stats = s
-    entry.leaf_labels = [name for name, _ in s.descriptions[-1].lifted]
+    stats.attach(entry, s)
     return entry
 
 
@@ -162,7 +161,7 @@ def _arrays_fall_back(fun, opts, error, key, entry, leaves, args, subject) -> bo
     baked = bake.fall_back(error, variants, baked_of(key), leaves)
     if not baked:
         return False
-    labels = entry.leaf_labels
+    labels = entry.counts.leaf_labels
     names = ", ".join(labels[i] if i < len(labels) else f"lifted array {i}" for i in baked)
     explain.logger.info(
         "stable_jit(%s)%s needs %s as a concrete value: keyed by its contents and baked "

@@ -49,6 +49,7 @@ from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE, float_
 from .._fingerprint.sinks import SINK
 from .._fingerprint.values import Identity
 from .._markers import IdRef
+from .cache import serve
 
 logger = logging.getLogger("stablejit")
 
@@ -384,7 +385,7 @@ def loaded_ready(compiled, jitted, entry, full_key: bytes):
         except jax.errors.JaxRuntimeError as e:
             logger.warning("stablejit: dropping persistent entry that failed to run: %s", e)
             if entry.ready is ready:
-                entry.ready = jitted
+                serve(entry, jitted)
             try:
                 os.unlink(_path(full_key))
             except OSError:

@@ -90,6 +90,35 @@ def merged(known: tuple, new: list) -> tuple:
     return tuple(out)
 
 
+class Warned:
+    """What an entry's traces warned, and the callables that have called it
+    since (an entry's ``warned``): written by this module alone."""
+
+    __slots__ = ("warnings", "callers")
+
+    def __init__(self):
+        self.warnings: tuple = ()
+        self.callers: weakref.WeakSet | None = None  # None until a trace warns
+
+
+def saw(warned: Warned, fn, shown: list) -> bool:
+    """After a trace by ``fn`` that showed ``shown`` (or of an entry that had
+    warned before): ``fn`` has seen the warnings. True the first time its
+    entry warned: from then on, its hits must replay them (:func:`replay_to`)."""
+    warned.warnings = merged(warned.warnings, shown)
+    first = warned.callers is None
+    if first:
+        warned.callers = weakref.WeakSet()
+    first_call(warned.callers, fn)
+    return first
+
+
+def replay_to(warned: Warned, caller) -> None:
+    """Shows ``warned``'s warnings again if ``caller`` has not seen them."""
+    if first_call(warned.callers, caller):
+        emit(warned.warnings)
+
+
 def _identity(m):
     return (m.category, str(m.message), m.filename, m.lineno)
 

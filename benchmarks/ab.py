@@ -13,7 +13,7 @@ closure over a dict of 100 arrays, nested functions over a dict, and a
 closure over a list of 100 plain objects (logits processors, four
 attributes each). Reports per call the median over rounds for
 each, and the ratio current / baseline. Writes
-``benchmarks/results/ab-<backend>.{json,md}``. Not part of ``python -m benchmarks``.
+``ab-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``). Not part of ``python -m benchmarks``.
 """
 
 from __future__ import annotations

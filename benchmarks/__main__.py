@@ -9,13 +9,15 @@ one progress line per case on stderr. Each case times its variants
 interleaved, round by round, and reports medians and their ratios. Results:
 the cases' JSON, markdown tables and PNG plots, and ``suite-<backend>.json``
 (environment, what ran, how long, the headline ratios) and
-``suite-<backend>.md`` (every table), under ``benchmarks/results/``, or
-``benchmarks/results/quick/`` with ``--quick``.
+``suite-<backend>.md`` (every table), under ``local-results/benchmarks/``
+(ignored by git), or its ``quick/`` folder with ``--quick``. ``--save`` (or
+``$STABLEJIT_SAVE_RESULTS=1``) writes them to the committed ``benchmarks/results/``
+(``benchmarks/results/quick/``) instead: results are committed only on purpose.
 
 ``--quick`` is the short profile (about a minute on two CPU
 cores): fewer rounds and calls, the tiny decoder, 1 and 10 MB constants, a
 tenth of the memory case; the fresh-process ``persistent`` case is left out.
-A full run to the default folder also copies the plots to
+A full run that saves to ``benchmarks/results/`` also copies the plots to
 ``docs/assets/benchmarks/`` for the documentation site.
 """
 
@@ -88,13 +90,15 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--size", choices=["tiny", "4-layer", "gpt2-small"], default=None)
     p.add_argument("--quick", action="store_true", help="the short profile (< 2 min on 2 cores)")
     p.add_argument("--rounds", type=int, default=None, help="rounds for every case")
-    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=None, help="default: see --save")
+    p.add_argument("--save", action="store_true", help=_harness.SAVE_HELP)
     p.add_argument("--only", default="", help="comma-separated case names")
     p.add_argument("--skip", default="", help="comma-separated case names")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     args = p.parse_args()
     if args.out is None:
-        args.out = _harness.RESULTS / "quick" if args.quick else _harness.RESULTS
+        base = _harness.results_dir(args.save)
+        args.out = base / "quick" if args.quick else base
     names = {c.name for c in CASES}
     for opt in (args.only, args.skip):
         unknown = {n for n in opt.split(",") if n} - names

@@ -19,7 +19,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The committed results, which the README and docs link: written only on purpose (--save).
 RESULTS = ROOT / "benchmarks" / "results"
+# Where a run writes by default: ignored by git, so running the benchmarks (the demo, the
+# test command's quick profile) leaves the checkout clean.
+LOCAL = ROOT / "local-results" / "benchmarks"
+SAVE_VARIABLE = "STABLEJIT_SAVE_RESULTS"
+
+
+def saving(save_flag: bool) -> bool:
+    """Whether to write the committed results: ``--save``, or ``$STABLEJIT_SAVE_RESULTS=1``."""
+    return save_flag or os.environ.get(SAVE_VARIABLE, "") not in ("", "0")
+
+
+def results_dir(save_flag: bool) -> Path:
+    """The folder a run writes to when no ``--out`` is given."""
+    return RESULTS if saving(save_flag) else LOCAL
+
+
+SAVE_HELP = (
+    "write to the committed benchmarks/results/ (also $STABLEJIT_SAVE_RESULTS=1); "
+    "by default results go to the ignored local-results/benchmarks/"
+)
 
 
 PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
@@ -37,13 +58,16 @@ def parse_args(description: str, **defaults) -> argparse.Namespace:
     p.add_argument("--device", choices=list(PLATFORMS), default="cpu")
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--quick", action="store_true", help="the short profile")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None, help="default: see --save")
+    p.add_argument("--save", action="store_true", help=SAVE_HELP)
     p.add_argument(
         "--host-devices", type=int, default=0, help="split the CPU into N devices (XLA_FLAGS)"
     )
     for name, help_text in defaults.get("extra", {}).items():
         p.add_argument(f"--{name}", default=None, help=help_text)
     args = p.parse_args()
+    if args.out is None:
+        args.out = results_dir(args.save)
     if args.rounds is None:
         rounds = defaults.get("rounds", 15)
         args.rounds = defaults.get("quick_rounds", rounds) if args.quick else rounds

@@ -15,7 +15,8 @@ attributes each). Reports per call the median over rounds for
 each, and the ratio current / baseline. The baseline's C accelerator is
 built as its install would build it (or not, under
 ``STABLEJIT_PURE_PYTHON=1``, which compares the pure-Python paths). Writes
-``benchmarks/results/ab-<backend>.{json,md}``. Not part of ``python -m benchmarks``.
+``ab-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/``
+with ``--save``). Not part of ``python -m benchmarks``.
 """
 
 from __future__ import annotations

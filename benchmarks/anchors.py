@@ -6,7 +6,7 @@ Needs equinox. Per call of ``outer``, interleaved in one process, as in
 benchmarks/seed.py: ``jax.jit`` of the nested function, ``stable_jit`` of it,
 ``eqx.filter_jit`` of it (a fresh closure each call), and the hoisted
 references, ``eqx.filter_jit`` and ``jax.jit`` of a function defined once.
-Writes ``benchmarks/results/anchors-<backend>.{json,md}``.
+Writes ``anchors-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

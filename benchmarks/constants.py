@@ -12,7 +12,7 @@ weight matrix of 1, 10 and 100 MB (``--quick``: 1 and 10), computing
 * ``jax.jit`` with ``w`` passed as an argument: the hand-written reference.
 
 Also the second call (the compiled program, run again). Variants interleaved
-round by round; medians. Writes ``benchmarks/results/constants-<backend>.{json,md,png}``.
+round by round; medians. Writes ``constants-<backend>.{json,md,png}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ handed to an eager ``lax.while_loop``. Per call, interleaved:
 * ``stablejit.while_loop`` with the same fresh closures;
 * a hand-refactored hoisted ``jax.jit`` (params as arguments, ints static): the ceiling.
 
-Writes ``benchmarks/results/greedy-<size>-<backend>.{json,md}``.
+Writes ``greedy-<size>-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

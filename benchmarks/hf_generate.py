@@ -5,7 +5,7 @@
 Needs the ``hf`` extra. A tiny randomly initialised GPT-2 (no downloads);
 new parameter values on every call. Interleaved per call: ``model.generate``
 as shipped (its greedy loop recompiles every call), and the same inside
-``stablejit.patch()``. Writes ``benchmarks/results/hf-generate-<backend>.{json,md}``.
+``stablejit.patch()``. Writes ``hf-generate-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 2. 600 distinct variants (a changing Python scalar) with ``config.cache_size=100``:
    entries stay at 100 and memory stays bounded.
 ``--quick`` divides both counts by ten (and the cache size too).
-Writes ``benchmarks/results/memory-<backend>.{json,md}``. Linux only (reads /proc).
+Writes ``memory-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``). Linux only (reads /proc).
 """
 
 from __future__ import annotations

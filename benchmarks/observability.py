@@ -6,7 +6,7 @@ Times, interleaved in one process, the redefined-closure hit path of the seed
 case with: this checkout's stablejit with explanations off (the default) and
 on, and stablejit as of ``REV`` (default: the commit before the counters and
 explanations were added), imported side by side from ``git archive``. Writes
-``benchmarks/results/observability-<backend>.{json,md}``.
+``observability-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ previous step's compute. On XLA:CPU the first overstates any Python cost:
 its worker threads go to sleep while Python runs between waited-for steps,
 and waking them costs about as much again (measured: 20 µs of plain Python
 before each waited-for step slowed the step itself by 40-70 µs).
-Writes ``benchmarks/results/optax-step-<backend>.{json,md}``.
+Writes ``optax-step-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ operations first, the same work in every variant. Where transformers is
 installed (the ``hf`` extra), its Flax GPT-2 ``generate()`` (a tiny random
 model, under ``stablejit.patch()``) is measured too: ``hf`` rows.
 
-Writes ``benchmarks/results/persistent-<size>-<backend>.{json,md}``.
+Writes ``persistent-<size>-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

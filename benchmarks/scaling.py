@@ -20,7 +20,7 @@ Per call, for N = 10, 100, 1000 and 10 000:
   objects, which checks nothing (and so goes stale when one changes).
 
 All variants of all sizes run interleaved, round by round. Writes
-``benchmarks/results/scaling-<backend>.{json,md,png}`` (log-log).
+``scaling-<backend>.{json,md,png}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``) (log-log).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the floor for any wrapper written in Python. Each call is waited for; the
 ``stable_jit`` and hoisted variants are also timed as a loop of calls waited for
 once at its end, where JAX's asynchronous dispatch overlaps a call's Python with
 the last call's work. Prints a before/after table and writes
-``benchmarks/results/seed-<backend>.{json,md}``.
+``seed-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ stablejit or not), making the wrapper (``stable_jit(inner)``), and calling it
 - ``no-op Python wrapper``: ``inner`` wrapped in a Python object forwarding to
   ``hoisted`` (the floor for any wrapper written in Python).
 
-Writes ``benchmarks/results/seed-parts-<backend>.{json,md}``.
+Writes ``seed-parts-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``).
 """
 
 from __future__ import annotations

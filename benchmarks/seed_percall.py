@@ -9,7 +9,7 @@ once, and (when equinox is installed) ``eqx.filter_jit`` of the redefined
 closure. Each round clears JAX's and stablejit's caches, then runs each
 variant's calls back to back (a loop calling ``outer``), the variants in an
 order that rotates from round to round; each point is the median over rounds. Writes
-``benchmarks/results/seed-percall-<backend>.{json,md,png}`` (log-scale y).
+``seed-percall-<backend>.{json,md,png}`` under ``local-results/benchmarks/`` (``benchmarks/results/`` with ``--save``) (log-scale y).
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from compat import envs, report, runner, sources
-from compat.suites import DEFAULT_ENV, ENVS, MODES, SUITE_TABLE, SUITES
+from compat.suites import DEFAULT_ENV, ENVS, MODES, SAVE_VARIABLE, SUITE_TABLE, SUITES
 
 QUICK_TIMEOUT = 240  # seconds per suite and mode; the whole quick profile aims at 5 minutes
 
@@ -27,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="pytest processes at once (default 1)")
     p.add_argument(
         "--rerun", action="store_true", help="rerun even where a matching raw result exists"
+    )
+    p.add_argument(
+        "--save",
+        action="store_true",
+        help="read and write the committed compat/results/ (also $STABLEJIT_SAVE_RESULTS=1); "
+        "by default results go to the ignored local-results/compat/",
     )
     p.add_argument(
         "--shard",
@@ -62,6 +69,8 @@ def _shard(value: str) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.save:
+        os.environ[SAVE_VARIABLE] = "1"  # read by suites.results_root()
     profile = "quick" if args.quick else "full"
     env = ENVS[args.env or DEFAULT_ENV[profile]]
     suites = _split(args.only, SUITES, "suite") if args.only else list(SUITES)

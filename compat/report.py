@@ -1,8 +1,9 @@
 """Summaries: one suite in one environment, every mode side by side.
 
-``compat/results/<suite>-<env>.md`` and ``.json`` for the full profile,
-``compat/results/quick/...`` for the quick one, plus ``summary-<env>.md``
-with every suite's row per mode. The interesting part is the list of tests
+``<results>/<suite>-<env>.md`` and ``.json`` for the full profile,
+``<results>/quick/...`` for the quick one, plus ``summary-<env>.md``
+with every suite's row per mode, where ``<results>`` is ``suites.results_root()``
+(the ignored ``local-results/compat/``, or the committed ``compat/results/`` with ``--save``). The interesting part is the list of tests
 that pass stock but not in a mode, each with its first error line.
 """
 
@@ -12,19 +13,20 @@ import json
 import re
 from pathlib import Path
 
-from compat.suites import MODES, RESULTS, SUITES, by_design
+from compat.suites import MODES, SUITES, by_design, results_root
 
 MD_LIMIT = 200  # regressions listed per mode in the markdown (all are in the JSON)
 
 
 def out_dir(profile: str) -> Path:
-    return RESULTS if profile == "full" else RESULTS / profile
+    root = results_root()
+    return root if profile == "full" else root / profile
 
 
 def load(profile: str, env: str, suite: str) -> dict[str, dict]:
     """Each mode's raw result: its one run, or its shards merged once a
     complete set of them is there (the most recent complete set)."""
-    raw = RESULTS / "raw" / profile / env / suite
+    raw = results_root() / "raw" / profile / env / suite
     runs = {}
     for mode in MODES:
         path = raw / f"{mode}.json"

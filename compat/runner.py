@@ -1,6 +1,7 @@
 """One upstream suite, in one environment, in one mode: a pytest subprocess.
 
-Its raw result lands in ``compat/results/raw/<profile>/<env>/<suite>/<mode>.json``
+Its raw result lands in ``<results>/raw/<profile>/<env>/<suite>/<mode>.json``
+(``<results>``: ``suites.results_root()``)
 (per-test outcomes, counts, wall time, the census counters), beside the
 pytest log and the per-test JSON lines (both gitignored). A raw result is
 reused while its ``key`` (releases, selection, deselections) is unchanged, so
@@ -25,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from compat.suites import COMPAT, REPO, RESULTS, Suite, selection
+from compat.suites import COMPAT, REPO, Suite, results_root, selection
 
 PLUGIN_DIR = COMPAT / "_plugin"
 
@@ -65,7 +66,7 @@ class Job:
 
     @property
     def raw_dir(self) -> Path:
-        return RESULTS / "raw" / self.profile / self.env / self.suite.name
+        return results_root() / "raw" / self.profile / self.env / self.suite.name
 
     @property
     def stem(self) -> str:

@@ -3,8 +3,8 @@
 ``stablejit/_speedups_c/`` gives a redefined closure whose checks are all identity tests a call
 function with no Python frame; everything else (and every install without a compiler) runs
 the same checks as generated Python. The behaviour is tested both ways: the fast-path tests
-run each record natively and as Python (the ``record_checks`` fixture), and ``.ci/matrix``
-runs them again with ``STABLEJIT_PURE_PYTHON=1``.
+run each record natively and as Python (the ``record_checks`` fixture), and ``.ci/release``
+runs them again with ``STABLEJIT_PURE_PYTHON=1`` in an install built with no working compiler.
 """
 
 import collections

@@ -83,7 +83,7 @@ def test_argument_shape_change_is_named(explain):
     f = _make(2.0)
     f(jnp.ones(2))
     f(jnp.ones((2, 3)))
-    assert explain()[-1].endswith("argument 0: float32[2] → float32[2,3]")
+    assert explain()[-1].endswith("argument 0 ('x'): float32[2] → float32[2,3]")
 
 
 def test_lifted_array_shape_change_is_named(explain):

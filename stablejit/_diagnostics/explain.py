@@ -15,10 +15,12 @@ JAX's own cache-miss explanations do.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
 import warnings
+import weakref
 
 import jax
 
@@ -169,7 +171,11 @@ def _summary(tree) -> str:
 
 def _aval_or_value(x):
     aval = getattr(x, "aval", None)
-    return aval.str_short() if aval is not None and hasattr(aval, "str_short") else x
+    if aval is None or not hasattr(aval, "str_short"):
+        return x
+    # JAX's own mark of a weak type ("~float32[2]", as ``str(aval)`` shows it): JAX keys a
+    # trace on it, and without it a retrace on weak type alone would show two equal types.
+    return ("~" if getattr(aval, "weak_type", False) else "") + aval.str_short()
 
 
 def signature(leaves, args, kwargs) -> tuple:
@@ -182,24 +188,73 @@ def signature(leaves, args, kwargs) -> tuple:
     )
 
 
+_POSITIONAL_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""entry → the names of its callable's positional parameters, noted at its first trace."""
+
+
+def _change(what: str, old, new) -> str:
+    """``what: old → new``, saying what ``~`` means where a weak type is part of the change.
+
+    The note is part of the one change, not a reason of its own: the census splits reasons
+    on "; " and counts each."""
+    text = f"{what}: {old} → {new}"
+    if "~" in str(old) + str(new):
+        text += " (~: a weak type, as of an array made from a Python scalar)"
+    return text
+
+
+def _positional_names(entry) -> list[str]:
+    """The names of the positional parameters of the callable ``entry`` was made for, as the
+    user calls it (static arguments keep their places): noted at the entry's first trace,
+    while that callable is alive (a redefined closure's retraces come from later ones, after
+    it may be gone); none where it has no signature."""
+    names = _POSITIONAL_NAMES.get(entry)
+    if names is None:
+        names = _POSITIONAL_NAMES[entry] = _parameters_of(entry)
+    return names
+
+
+def _parameters_of(entry) -> list[str]:
+    owner = entry.policy.owner() if entry.policy.owner is not None else None
+    if owner is None:
+        return []
+    try:
+        params = inspect.signature(owner).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in positional]
+
+
 def on_retrace(entry, name: str, location: str, signature: tuple) -> None:
     """Explains a retrace within one entry: the arguments' shapes changed."""
     old = stats.new_signature(entry, signature)
-    if old is None or not config.explain_misses:
+    if not config.explain_misses:
+        return
+    if old is None:
+        _positional_names(entry)  # while the callable it was made for is alive
         return
     labels = entry.counts.leaf_labels
     changes = []
     for i, (a, b) in enumerate(zip(old[0], signature[0], strict=False)):
         if a != b:
             what = labels[i] if i < len(labels) else f"lifted array {i}"
-            changes.append(f"{what}: {a} → {b}")
+            changes.append(_change(what, a, b))
+    names = _positional_names(entry)
     for i, (a, b) in enumerate(zip(old[1], signature[1], strict=False)):
         if a != b:
-            changes.append(f"argument {i}: {a} → {b}")
+            named = f" ({names[i]!r})" if i < len(names) else ""
+            changes.append(_change(f"argument {i}{named}", a, b))
     if len(old[1]) != len(signature[1]):
         changes.append(f"{len(old[1])} → {len(signature[1])} positional arguments")
     for k in sorted(old[2].keys() | signature[2].keys()):
-        if old[2].get(k) != signature[2].get(k):
-            changes.append(f"keyword argument {k!r}: {old[2].get(k)} → {signature[2].get(k)}")
-    reasons = changes or ["argument types, weak types or shardings changed"]
+        a, b = old[2].get(k), signature[2].get(k)
+        if a != b:
+            changes.append(_change(f"keyword argument {k!r}", a, b))
+    # The signature holds what the tracers' avals show (shape, dtype, weak type), not the
+    # shardings of the arrays passed in.
+    reasons = changes or [
+        "the shapes, dtypes and weak types of every argument and lifted array are unchanged: "
+        "their shardings (or another property jax.jit keys on) changed"
+    ]
     logger.warning("stable_jit(%s)%s retraced: %s", name, location, "; ".join(reasons))

@@ -114,16 +114,17 @@ def main():
     if not args.baseline:
         raise SystemExit("--baseline REV is required")
     rev = args.baseline
-    # (A machine without the history, such as the device's, names both by
-    # files: the baseline folder's REVISION, and this tree's in $STABLEJIT_REVISION.)
+    # (A tree whose history is not this one's, such as a device machine's copy,
+    # names both: the baseline folder's REVISION, and this tree's $STABLEJIT_REVISION.)
     revision = Path(rev) / "REVISION"
     baseline_sha = _git("rev-parse", "--short", rev + "^{commit}") or (
         revision.read_text().strip() if revision.is_file() else rev
     )
     dirty = _git("status", "--porcelain", "--", "stablejit")
-    current_label = (
-        _git("rev-parse", "--short", "HEAD") or os.environ.get("STABLEJIT_REVISION", "?")
-    ) + (" + uncommitted" if dirty else "")
+    named = os.environ.get("STABLEJIT_REVISION")
+    current_label = named or (
+        _git("rev-parse", "--short", "HEAD") + (" + uncommitted" if dirty else "")
+    )
     mods = {"baseline": _harness.import_copy(rev, "stablejit_baseline"), "current": stablejit}
     a = jnp.arange(8.0)
     variants = {}

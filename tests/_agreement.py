@@ -228,10 +228,15 @@ def _other_type(v):
     return None if v is not None else 0
 
 
+RUNS = [0]
+"""How many records :func:`differential` was given (so that a test can tell it ran)."""
+
+
 def differential(record, fn, seed: int) -> None:
     """Gives ``record`` the function ``fn`` that built it, then
     :data:`MUTATIONS` changes of it; raises :class:`Disagreement` where
     its forms do not all say the same."""
+    RUNS[0] += 1
     made = forms(record, fn.__code__)
     agree(record, fn.__code__, fn, made)
     rng = random.Random(seed)

@@ -137,6 +137,12 @@ def _kinds(record):
     return out
 
 
+def test_every_record_the_suite_builds_is_given_to_every_form():
+    runs = _agreement.RUNS[0]
+    _built(_over([1.0, {"a": 2.0}]))
+    assert _agreement.RUNS[0] > runs  # conftest's hook ran on it
+
+
 def test_every_form_agrees_on_a_lifted_float():
     def make(lr):
         def f(x):

@@ -79,18 +79,19 @@ def test_a_closed_over_weakly_typed_array_is_named(explained):
     assert "argument 0 ('init_val')" in message  # the loop's own parameter, by name
 
 
-class _Entry:
-    """What ``on_retrace`` reads of a cache entry."""
+def _entry(signature):
+    """A cache entry that traced once with ``signature``, over a closed-over array."""
+    from stablejit._runtime.cache import Entry
 
-    def __init__(self, signature):
-        self.signature = signature
-        self.leaf_labels = ["closure variable 'w'"]
-        self.owner = None
+    entry = Entry(("key",), "tag")
+    entry.counts.signature = signature
+    entry.counts.leaf_labels = ["closure variable 'w'"]
+    return entry
 
 
 def test_an_unchanged_signature_says_what_else_changed(explained):
     sig = (("float32[2]",), ("float32[3]",), {})
-    explain_module.on_retrace(_Entry(sig), "f", "", sig)
+    explain_module.on_retrace(_entry(sig), "f", "", sig)
     assert explained()[-1].endswith(
         "the shapes, dtypes and weak types of every argument and lifted array are unchanged: "
         "their shardings (or another property jax.jit keys on) changed"

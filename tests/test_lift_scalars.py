@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import backend_rtol
 
 from stablejit import stable_jit
 
@@ -164,7 +165,8 @@ def test_an_optax_learning_rate_changed_per_epoch_compiles_once(traces, make):
     with jax.disable_jit():
         for lr in (0.1, 0.05, 0.025):
             q = epoch(q, lr, lift=False)
-    np.testing.assert_allclose(p, q, rtol=1e-5)
+    # (Compiled against eager: adam's update fused by XLA, on a TPU approximately.)
+    np.testing.assert_allclose(p, q, rtol=backend_rtol(1e-5))
     assert n == 1
 
 

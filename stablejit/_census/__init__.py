@@ -8,8 +8,16 @@ is anything left?" by counting, for the whole process:
   objects that reached ``jax.jit`` (a redefined closure: one code, many
   functions, a trace each under plain ``jax.jit``);
 * traces and compiles, from ``jax.monitoring``'s duration events;
-* under stablejit, its hits and misses, and why each retrace happened (its
-  ``stablejit`` logger records, captured here rather than printed).
+* per code object, the distinct functions passed to ``jax.lax``'s loops
+  (``while_loop``, ``fori_loop``, ``scan``, ``map``, ``cond``, ``switch``)
+  at the top level: eager loops are no ``jax.jit`` objects, but a loop body
+  redefined on every call traces and compiles its loop each time, as a
+  redefined ``jax.jit`` does (and ``--mode patch`` is what helps);
+* under stablejit, its hits and misses, per function too (a first call is a
+  miss that no retrace explains), why each retrace happened, and every
+  fallback to plain ``jax.jit`` with its reason (its ``stablejit`` logger
+  records, captured here rather than printed, but for the fallbacks' own
+  warnings).
 
 Its parts: ``counts`` (the tallies), ``messages`` (stablejit's log records,
 parsed), ``modes`` (what replaces ``jax.jit``: :func:`install`), ``summary``

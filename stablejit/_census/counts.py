@@ -1,7 +1,7 @@
 """The census's tallies: what one process did, kept in one object under one lock.
 
-Everything the census hooks into (``jax.jit``, ``jax.monitoring``,
-stablejit's logger) writes here and nothing else; the report reads a copy
+Everything the census hooks into (``jax.jit``, ``jax.lax``'s loops,
+``jax.monitoring``, stablejit's logger) writes here and nothing else; the report reads a copy
 taken under the lock. Counting is kept apart from how it is hooked in and
 how it is shown, so each can change without the others.
 """
@@ -78,6 +78,30 @@ class Census:
         self.retraces: dict[tuple[str, str], list] = {}  # (function, what) → [count, last change]
         self.retrace_count = 0
         self.show_retraces = False
+        # Functions passed to jax.lax's loops at the top level, by code: an eager loop is no
+        # jax.jit object, but a body redefined on every call traces and compiles it each time.
+        self.loop_codes: dict[Any, Code] = {}
+        self.loop_of: dict[Any, str] = {}  # code → the first loop it was passed to
+        self.loop_calls = 0
+        self.fallbacks: dict[tuple[str, str], int] = {}  # (function, reason) → messages
+        self.show_info = True  # whether stablejit's INFO records were shown before the census
+
+    def note_loop(self, loop: str, funs: list) -> None:
+        """One eager call of ``jax.lax``'s ``loop``, given the functions ``funs``."""
+        with self.lock:
+            self.loop_calls += 1
+        for fun in funs:
+            key, name, qualname, where = code_of(fun)
+            with self.lock:
+                code = self.loop_codes.get(key)
+                if code is None:
+                    code = self.loop_codes[key] = Code(name, qualname, where)
+                    self.loop_of[key] = loop
+                code.note(fun)
+
+    def on_fallback(self, function: str, reason: str) -> None:
+        with self.lock:
+            self.fallbacks[(function, reason)] = self.fallbacks.get((function, reason), 0) + 1
 
     def note(self, fun: Any) -> None:
         key, name, qualname, where = code_of(fun)

@@ -8,15 +8,21 @@ rendering only lays it out.
 from __future__ import annotations
 
 import collections
+import re
 from typing import Any
 
 import jax
 
 from .._diagnostics import events
+from .._diagnostics import stats as _stats
 from .._observe import cache_info
+from .._runtime import cache as _cache
 from .counts import CENSUS
 
 TOP = 10
+
+# What JAX names an eager loop's trace (a jit of the loop's primitive).
+_LOOP_PRIMITIVES = ("while", "scan", "cond")
 
 
 def report() -> dict[str, Any]:
@@ -30,12 +36,20 @@ def report() -> dict[str, Any]:
         that reached ``jax.jit`` through more than one function object, most
         first, at most 10) and ``redefined_codes`` (how many there were);
         ``retrace_reasons`` (why stablejit retraced, identical reasons
-        together, most first, at most 10) and ``retraces``.
+        together, most first, at most 10) and ``retraces``; ``loop_calls``
+        (top-level calls of ``jax.lax``'s loops), ``loop_traces`` (eager
+        loops' traces, by JAX's name for them), ``redefined_loops`` and
+        ``redefined_loop_codes`` (the codes passed to those calls through
+        more than one function object); ``fallbacks`` (each with its reason
+        and the traces of functions of its name); ``functions``
+        (stablejit's counters per function, most traces first, at most 10;
+        empty in mode ``"off"``); ``hint`` (what another mode would do, or
+        None).
 
     Example:
         >>> from stablejit import _census
         >>> sorted(_census.report())[:3]
-        ['compile_seconds', 'compiles', 'jax_version']
+        ['compile_seconds', 'compiles', 'fallbacks']
     """
     c = CENSUS
     with c.lock:
@@ -45,6 +59,10 @@ def report() -> dict[str, Any]:
         retraces = sorted(c.retraces.items(), key=lambda kv: -kv[1][0])
         jit_objects = c.jit_objects
         retrace_count = c.retrace_count
+        loop_codes = list(c.loop_codes.items())
+        loop_of = dict(c.loop_of)
+        loop_calls = c.loop_calls
+        fallbacks = sorted(c.fallbacks)
 
     def count(kind: str) -> int | None:
         # A zero from an event JAX does not define any more means "unknown"
@@ -81,6 +99,33 @@ def report() -> dict[str, Any]:
             for (fn, what), (n, last) in retraces[:TOP]
         ],
     }
+    loops = sorted(
+        ((k, code) for k, code in loop_codes if code.functions > 1),
+        key=lambda kc: (-kc[1].functions, -kc[1].jits),
+    )
+    out["loop_calls"] = loop_calls
+    out["loop_traces"] = {p: by_name["traces"][p] for p in _LOOP_PRIMITIVES}
+    out["redefined_loop_codes"] = len(loops)
+    out["redefined_loops"] = [
+        {
+            "code": code.qualname,
+            "where": code.where,
+            "loop": loop_of[k],
+            "function_objects": code.functions,
+            "loop_calls": code.jits,
+        }
+        for k, code in loops[:TOP]
+    ]
+    out["fallbacks"] = [
+        {
+            "function": fn,
+            "reason": reason,
+            # JAX names a trace by __name__: same-named functions share a count.
+            "traces": by_name["traces"][_short_name(fn)] if _short_name(fn) else None,
+        }
+        for fn, reason in fallbacks
+    ]
+    out["functions"] = []
     if c.mode in ("jit", "patch"):
         info = cache_info()
         out["stablejit"] = {
@@ -90,4 +135,51 @@ def report() -> dict[str, Any]:
             "compiles": info.compiles,
             "entries": info.entries,
         }
+        out["functions"] = _functions(retraces)
+    out["hint"] = _hint(c.mode, out)
     return out
+
+
+def _short_name(function: str) -> str | None:
+    """``step`` of ``stable_jit(train.<locals>.step) at prog.py:5``: what JAX names its
+    traces; None for a loop's or partial's name (``while_loop(cond, body)``)."""
+    m = re.match(r"^stable_jit\((?P<name>[\w.<>]+)\)", function)
+    return m["name"].rsplit(".", 1)[-1] if m else None
+
+
+def _functions(retraces: list) -> list[dict[str, Any]]:
+    """stablejit's counters per function (all its redefinitions together), most traces
+    first: a first call is a miss no retrace explains, the others are in the reasons."""
+    live = _cache.live_entries()
+    explained: collections.Counter = collections.Counter()
+    for (fn, _what), (n, _last) in retraces:
+        explained[fn] += n
+    rows = []
+    for tag, s in list(_stats.STATS.items()):
+        info = _stats.cache_info(live, tag)
+        function = f"stable_jit({s.name}){s.location}"
+        rows.append(
+            {
+                "function": function,
+                "hits": info.hits,
+                "misses": s.misses,
+                "traces": info.traces,
+                "compiles": info.compiles,
+                "explained": explained[function],
+            }
+        )
+    rows.sort(key=lambda r: (-r["traces"], -r["misses"], r["function"]))
+    return rows[:TOP]
+
+
+def _hint(mode: str | None, report: dict[str, Any]) -> str | None:
+    """What would help that this mode does not do."""
+    n = report["redefined_loop_codes"]
+    if n and mode in ("off", "jit"):
+        codes = "code reaches" if n == 1 else "codes reach"
+        return (
+            f"{n} {codes} jax.lax's loops through several function objects: each new one "
+            "traces and compiles its loop again; --mode patch routes jax.lax's loops through "
+            "stablejit"
+        )
+    return None

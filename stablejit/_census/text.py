@@ -34,8 +34,9 @@ def render(report: dict[str, Any]) -> str:
         report: a dict returned by :func:`report` (or read back from its JSON).
 
     Returns:
-        A few lines: the totals, the top redefined codes, the top retrace
-        reasons; no trailing newline.
+        A few lines: the totals, the top redefined codes (passed to
+        ``jax.jit``, then to eager loops), stablejit per function, the top
+        retrace reasons, the fallbacks, a hint; no trailing newline.
 
     Example:
         >>> from stablejit import _census
@@ -88,10 +89,57 @@ def render(report: dict[str, Any]) -> str:
             ],
             left=2,
         )
+    lines += _loops(report)
+    lines += _functions(report)
     if report["retrace_reasons"]:
         n = report.get("retraces", 0)
         lines.append(f"why stablejit retraced ({n:,} retrace{'' if n == 1 else 's'}):")
         for r in report["retrace_reasons"]:
             last = f" (last: {r['last']})" if r["last"] else ""
             lines.append(f"  {r['count']:>4}×  {r['function']}: {r['reason']}{last}")
+    if report.get("fallbacks"):
+        lines.append("stablejit fell back (each fallback traces as plain jax.jit does):")
+        for r in report["fallbacks"]:
+            traces = "" if r["traces"] is None else f"  ({r['traces']:,} traces)"
+            lines.append(f"  {r['function']}: {r['reason']}{traces}")
+    if report.get("hint"):
+        lines.append(f"hint: {report['hint']}")
     return "\n".join(lines)
+
+
+def _loops(report: dict[str, Any]) -> list[str]:
+    """The codes passed to eager loops through several function objects, and those loops'
+    traces (a JSON report from before these keys renders without them)."""
+    rows = report.get("redefined_loops")
+    if not rows:
+        return []
+    total = report.get("redefined_loop_codes", 0)
+    top = f" (top {len(rows)} of {total})" if total > len(rows) else ""
+    lines = [f"code passed to jax.lax's loops through several function objects{top}:"]
+    head = ("code", "where", "loop", "functions", "loop calls")
+    lines += _table(
+        [head]
+        + [
+            (r["code"], r["where"], r["loop"], _n(r["function_objects"]), _n(r["loop_calls"]))
+            for r in rows
+        ],
+        left=3,
+    )
+    traced = {p: n for p, n in report.get("loop_traces", {}).items() if n}
+    if traced:
+        lines.append("  eager loops traced: " + ", ".join(f"{p} {n:,}" for p, n in traced.items()))
+    return lines
+
+
+def _functions(report: dict[str, Any]) -> list[str]:
+    """stablejit's counters per function that missed or traced."""
+    rows = [r for r in report.get("functions", []) if r["misses"] or r["traces"]]
+    if not rows:
+        return []
+    lines = [
+        "stablejit per function (misses: its first call, then each new variant; "
+        "explained: retraces given below):"
+    ]
+    head = ("function", "hits", "misses", "traces", "compiles", "explained")
+    keys = ("hits", "misses", "traces", "compiles", "explained")
+    return lines + _table([head] + [(r["function"], *(_n(r[k]) for k in keys)) for r in rows])

@@ -10,7 +10,7 @@ The package's layers, bottom to top (imports only ever point down):
 - ``_runtime/``: options, the cache, canonical functions, persistence, ``stable_jit``.
 - Features: ``_loops.py`` (control flow), ``_stable.py`` (closures as pytrees),
   ``_register.py`` (``register_type``), ``_observe.py`` (public counters),
-  ``_patch.py`` (patch mode), ``_census.py`` (the census tool, for
+  ``_patch.py`` (patch mode), ``_census/`` (the census tool, for
   ``pytest.py`` and ``__main__.py``).
 """
 

@@ -28,9 +28,9 @@ MAX_LINES = 400
 # may import it, such as the entry points
 #   stablejit/__main__.py   (``python -m stablejit``)
 #   stablejit/pytest.py     (the pytest plugin)
-#   stablejit/_census.py    ("Nothing here is imported by the rest of stablejit"; it did
-#                            ``import stablejit`` at 2f665ee)
-# ``from stablejit import _census`` is an edge to the submodule ``stablejit._census`` and counts.
+#   stablejit/_census/      (the census package: "Nothing here is imported by the rest of
+#                            stablejit"; it did ``import stablejit`` at 2f665ee)
+# ``from stablejit import _census`` is an edge to the package ``stablejit._census`` and counts.
 # Every other edge counts, lazy imports (inside functions, ``if`` and ``try`` blocks) included.
 FACADE = PACKAGE
 

@@ -241,6 +241,10 @@ def describe(fn: Any) -> Description:
 
     try:
         visit((), fn)
+    except RecursionError as e:
+        # What the key walk could not build either (see the runtime's Unkeyable):
+        # said, not raised, as far as it got.
+        rows.append(Row((), f"(its key cannot be built: {e})", hash("unkeyable"), False))
     finally:
         # visit refers to itself: unlinked, what it saw (the function) dies
         # with its last user (the cache's eviction reads liveness).

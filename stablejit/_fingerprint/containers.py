@@ -173,6 +173,10 @@ class Pytree(Kind):
     A node that cannot be flattened (a ``defaultdict`` whose keys do not sort,
     which JAX's flatten sorts) is keyed as if it were not a pytree, as
     ``jax.jit`` never flattens what a function closes over.
+
+    A static node, its own auxiliary data (``jax.tree_util.register_static``,
+    flax's ``GraphDef``), is keyed by value, as JAX compares it: walking its
+    auxiliary data would walk itself without end.
     """
 
     name = "pytree"
@@ -183,6 +187,8 @@ class Pytree(Kind):
         except _Unflattenable:
             return not_a_pytree(v).key(w, v)
         node_type, aux = treedef.node_data()
+        if aux is v:
+            return (node_type, _StaticNode(v)) if _hashable(v) else not_a_pytree(v).key(w, v)
         return (node_type, w.walk(aux), keys(w, children))
 
     def rebuild(self, r, v, i):
@@ -225,6 +231,8 @@ class Pytree(Kind):
         except Exception:  # noqa: BLE001 - as in key()
             return not_a_pytree(v).children(w, v)
         aux = treedef.node_data()[1]
+        if aux is v:  # a static node: itself (see key)
+            return []
         static = [] if aux is None else [(" (static fields)", aux)]
         return static + [(tu.keystr(path), x) for path, x in pairs]
 
@@ -235,8 +243,44 @@ class Pytree(Kind):
             return not_a_pytree(v).node_token(v)
 
     def guard(self, v, k, records):
+        # A static node, hashable so taken to be immutable, as JAX takes it:
+        # the very object again has its key.
+        if len(k) == 2 and type(k[1]) is _StaticNode and k[1].value is v:
+            return v
         # A NamedTuple (optax's states and transforms) as a tuple of its items.
         return items_guard(v, k[2], records) if _is_namedtuple(v) else NO_GUARD
+
+
+class _StaticNode:
+    """A static pytree node in a key: equal as JAX compares it (its own
+    ``==`` and hash, each computed once here), and never equal to a value of
+    another type that happens to compare equal."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value):
+        self.value, self._hash = value, hash(value)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return (
+            type(other) is _StaticNode
+            and type(other.value) is type(self.value)
+            and (other.value is self.value or bool(other.value == self.value))
+        )
+
+    def __repr__(self):
+        return f"<static {type(self.value).__qualname__}>"
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+    except Exception:  # noqa: BLE001 - a library's __hash__ may raise anything
+        return False
+    return True
 
 
 def _held_in_place(r, v, i, children) -> dict | None:

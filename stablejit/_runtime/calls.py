@@ -85,7 +85,10 @@ def call(fn, opts, /, *args, **kwargs):
 def _keyed(opts, subject, n_args):
     """``(key, leaves, entry, ready)`` of a call keyed by the full walk:
     ``ready`` (the entry's compiled function, the hit counted) is None on a
-    miss. Raises :class:`Unkeyable`."""
+    miss. Raises :class:`Unkeyable`, at once for a code refused before."""
+    refused = miss.refusal(subject)
+    if refused is not None:
+        raise refused
     key, leaves = call_key(opts, subject, n_args)
     entry = CACHE.get(key)
     ready = entry.ready if entry is not None else None
@@ -152,6 +155,9 @@ def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
             try:
+                refused = miss.refusal(subject)
+                if refused is not None:
+                    raise refused
                 key, leaves = call_key(opts, subject, len(cargs), static_scalars)
             except Unkeyable as e:
                 release(cargs, ckwargs)

@@ -10,6 +10,8 @@ Every fallback costs a trace and a log line, never an exception.
 
 from __future__ import annotations
 
+import types
+
 from .._diagnostics import explain, stats
 from .._diagnostics.describe import display_name, location
 from .._fingerprint import bake
@@ -22,6 +24,9 @@ from .options import Options
 
 _NUMBERS = (int, float, complex)
 _UNKEYABLE_LOGGED = Memo(1024)  # tags of functions said to be unkeyable
+_REFUSED = Memo(1024)
+"""Code objects whose functions could not be keyed, with why: refused from then
+on without a walk (one that fails costs as much as it walked)."""
 _MISMATCH_LOGGED = Memo(1024)  # tags of functions said to have run as plain jax.jit
 _MISMATCHED = Memo(1024)
 """Keys whose trace could not substitute their leaves (see :func:`mismatched`)."""
@@ -87,10 +92,20 @@ def uncached(fun, opts: Options):
 
 
 def unkeyable(fun, opts: Options, error: Unkeyable):
-    """The plain ``jax.jit`` that runs a call whose callable cannot be keyed:
-    traced anew, never wrong. Logged once per function."""
+    """The plain ``jax.jit`` that runs a call whose callable cannot be keyed,
+    as without stablejit: never wrong. Logged once per function; a function's
+    code is refused from then on (see :func:`refusal`)."""
+    if type(fun) is types.FunctionType:
+        _REFUSED.put(fun.__code__, str(error))
     _warn_once(_UNKEYABLE_LOGGED, fun, opts, "cannot be keyed (%s): its calls", error)
     return uncached(fun, opts)
+
+
+def refusal(fun) -> Unkeyable | None:
+    """Why ``fun``'s code could not be keyed before, if it could not: its
+    calls then skip the walk, which would fail again at the same cost."""
+    why = _REFUSED.get(fun.__code__) if type(fun) is types.FunctionType else None
+    return None if why is None else Unkeyable(why)  # (a new one: a raised one keeps its frames)
 
 
 def mismatched(fun, opts: Options, error) -> None:
@@ -114,7 +129,8 @@ def _warn_once(logged: Memo, fun, opts: Options, what: str, error) -> None:
     if ftag not in logged:
         logged.put(ftag, None)
         explain.logger.warning(
-            f"stable_jit(%s)%s {what} run through a plain jax.jit, traced anew each time",
+            f"stable_jit(%s)%s {what} run through a plain jax.jit, as without stablejit "
+            "(traced once per function object)",
             display_name(fun),
             location(fun),
             error,

@@ -1,4 +1,5 @@
 import itertools
+import logging
 import threading
 
 import _agreement
@@ -105,3 +106,12 @@ def record_checks(request, monkeypatch):
     if request.param == "compiled":
         monkeypatch.setattr(native, "NATIVE", None)
     return request.param
+
+
+@pytest.fixture
+def explained(caplog):
+    """The ``stablejit`` logger's messages so far, with ``config.explain_misses`` on."""
+    stablejit.config.explain_misses = True
+    caplog.set_level(logging.WARNING, logger="stablejit")
+    yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
+    stablejit.config.explain_misses = False

@@ -3,27 +3,17 @@ variable by name, and JAX's weak types marked (``~``), which look like equal typ
 and the quick start's loop example traces once, as it says."""
 
 import gc
-import logging
 import re
 import weakref
 from pathlib import Path
 
 import jax.numpy as jnp
-import pytest
 
 import stablejit
 from stablejit import stable_jit
 from stablejit._diagnostics import explain as explain_module
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "docs" / "quickstart.md"
-
-
-@pytest.fixture
-def explained(caplog):
-    stablejit.config.explain_misses = True
-    caplog.set_level(logging.WARNING, logger="stablejit")
-    yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
-    stablejit.config.explain_misses = False
 
 
 def test_a_weakly_typed_argument_is_named_and_marked(explained):

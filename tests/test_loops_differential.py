@@ -8,6 +8,7 @@ Each nest runs as stock ``jax.lax``, through the wrappers directly, and as stock
 import random
 import re
 
+import _transforms
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,8 +16,6 @@ import pytest
 from jax import lax
 
 import stablejit
-
-JIT, SCAN, COND = jax.jit, lax.scan, lax.cond  # the outer transformations: stock's
 
 W = jnp.array([0.5, -1.0, 2.0])
 X = jnp.array([0.3, -0.2, 0.7])
@@ -55,22 +54,7 @@ LAYERS = {
     "map": lambda m, g: lambda x: m.map(g, jnp.stack([x, x * 2]))[1],
 }
 
-TRANSFORMS = {
-    "top": lambda f: f,
-    "jit": JIT,
-    "vmap": lambda f: lambda x: jax.vmap(f)(jnp.stack([x, x * 2]))[1],
-    "grad": lambda f: jax.grad(lambda x: f(x).sum()),
-    "jvp": lambda f: lambda x: jax.jvp(f, (x,), (x,))[1],
-    "linearize": lambda f: lambda x: jax.linearize(f, x)[1](x),
-    "checkpoint": jax.checkpoint,
-    "scan body": lambda f: lambda x: SCAN(lambda c, _: (f(c), None), x, None, length=2)[0],
-    "cond branch": lambda f: lambda x: COND(x[0] > 0, f, jnp.cos, x),
-    "jit of vmap": lambda f: JIT(lambda x: jax.vmap(f)(jnp.stack([x, x * 2]))[1]),
-    "vmap of jit": lambda f: lambda x: jax.vmap(JIT(f))(jnp.stack([x, x * 2]))[1],
-    "vmap of grad": lambda f: (
-        lambda x: jax.vmap(jax.grad(lambda y: f(y).sum()))(jnp.stack([x, x * 2]))[1]
-    ),
-}
+TRANSFORMS = {"top": lambda f: f, **_transforms.TRANSFORMS, **_transforms.NESTED}
 
 
 def _cases(n=40, seed=36):

@@ -7,18 +7,19 @@ before any patching, so only the loops differ.
 
 import re
 
+import _transforms
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+# The outer transformations: stock, whatever patch() does to jax.jit and lax's loops.
+from _transforms import COND, JIT, SCAN
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
 import stablejit
 from stablejit._route import EAGER, STAGING, TOP, enclosing, may_cache
-
-# The outer transformations: stock, whatever patch() does to jax.jit and lax's loops.
-JIT, SCAN, COND = jax.jit, lax.scan, lax.cond
 
 W = jnp.array([0.5, -1.0, 2.0])  # closed over by every loop body: a constant of the jaxpr
 X = jnp.array([0.3, -0.2, 0.7])
@@ -237,15 +238,9 @@ PROGRAMS = {
 # Staged, so that each leaves a jaxpr to compare; ``x -> array of X's shape`` in, jaxpr out.
 STAGED = {
     "make_jaxpr": lambda f: f,
-    "jit": JIT,
-    "vmap": lambda f: lambda x: jax.vmap(f)(jnp.stack([x, x * 2]))[1],
-    "grad": lambda f: jax.grad(lambda x: f(x).sum()),
-    "jvp": lambda f: lambda x: jax.jvp(f, (x,), (x,))[1],
-    "linearize": lambda f: lambda x: jax.linearize(f, x)[1](x),
-    "scan body": lambda f: lambda x: SCAN(lambda c, _: (f(c), None), x, None, length=2)[0],
+    **_transforms.TRANSFORMS,
     "cond branch": lambda f: lambda x: COND(x[0] > 0, f, jnp.sin, x),
     "shard_map": _shard_map,
-    "checkpoint": jax.checkpoint,
     "vmap of grad": lambda f: jax.vmap(jax.grad(lambda x: f(x).sum())),
 }
 

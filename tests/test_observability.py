@@ -20,14 +20,6 @@ def helper(x):
     return x + 1
 
 
-@pytest.fixture
-def explain(caplog):
-    stablejit.config.explain_misses = True
-    caplog.set_level(logging.WARNING, logger="stablejit")
-    yield lambda: [r.getMessage() for r in caplog.records if r.name == "stablejit"]
-    stablejit.config.explain_misses = False
-
-
 def _make(k, params=None, n=3):
     def inner(x, m=n):
         out = x * k * SCALE + helper(x) * m
@@ -36,15 +28,15 @@ def _make(k, params=None, n=3):
     return stable_jit(inner)
 
 
-def test_closure_variable_change_is_named_with_old_and_new_value(explain):
+def test_closure_variable_change_is_named_with_old_and_new_value(explained):
     _make(2.0)(jnp.ones(2))
     _make(3.0)(jnp.ones(2))
-    (msg,) = explain()
+    (msg,) = explained()
     assert "stable_jit(_make.<locals>.inner) at test_observability.py:" in msg
     assert msg.endswith("retraced: closure variable 'k' changed 2.0 → 3.0")
 
 
-def test_global_rebinding_is_named(explain):
+def test_global_rebinding_is_named(explained):
     global SCALE
     _make(2.0)(jnp.ones(2))
     SCALE = 5.0
@@ -52,22 +44,22 @@ def test_global_rebinding_is_named(explain):
         _make(2.0)(jnp.ones(2))
     finally:
         SCALE = 2.0
-    assert explain()[-1].endswith("global 'SCALE' was rebound: 2.0 → 5.0")
+    assert explained()[-1].endswith("global 'SCALE' was rebound: 2.0 → 5.0")
 
 
-def test_default_argument_change_is_named(explain):
+def test_default_argument_change_is_named(explained):
     _make(2.0, n=3)(jnp.ones(2))
     _make(2.0, n=4)(jnp.ones(2))
-    assert explain()[-1].endswith("default argument 'm' changed 3 → 4")
+    assert explained()[-1].endswith("default argument 'm' changed 3 → 4")
 
 
-def test_tree_structure_change_names_the_new_key(explain):
+def test_tree_structure_change_names_the_new_key(explained):
     _make(2.0, {"w": jnp.ones(2)})(jnp.ones(2))
     _make(2.0, {"w": jnp.ones(2), "v": 1})(jnp.ones(2))
-    assert explain()[-1].endswith("closure variable 'params': structure changed (new key 'v')")
+    assert explained()[-1].endswith("closure variable 'params': structure changed (new key 'v')")
 
 
-def test_code_change_of_a_global_function_is_named(explain):
+def test_code_change_of_a_global_function_is_named(explained):
     global helper
     _make(2.0)(jnp.ones(2))
     old = helper
@@ -76,37 +68,37 @@ def test_code_change_of_a_global_function_is_named(explain):
         _make(2.0)(jnp.ones(2))
     finally:
         helper = old
-    assert explain()[-1].endswith("global 'helper': code changed")
+    assert explained()[-1].endswith("global 'helper': code changed")
 
 
-def test_argument_shape_change_is_named(explain):
+def test_argument_shape_change_is_named(explained):
     f = _make(2.0)
     f(jnp.ones(2))
     f(jnp.ones((2, 3)))
-    assert explain()[-1].endswith("argument 0 ('x'): float32[2] → float32[2,3]")
+    assert explained()[-1].endswith("argument 0 ('x'): float32[2] → float32[2,3]")
 
 
-def test_lifted_array_shape_change_is_named(explain):
+def test_lifted_array_shape_change_is_named(explained):
     _make(2.0, {"w": jnp.ones(2)})(jnp.ones(2))
     _make(2.0, {"w": jnp.ones(3)})(jnp.ones(2))
-    assert explain()[-1].endswith("closure variable 'params'['w']: float32[2] → float32[3]")
+    assert explained()[-1].endswith("closure variable 'params'['w']: float32[2] → float32[3]")
 
 
-def test_static_keyword_argument_change_is_named(explain):
+def test_static_keyword_argument_change_is_named(explained):
     f = stable_jit(lambda x, *, n: x * n, static_argnames="n")
     f(jnp.ones(1), n=2)
     f(jnp.ones(1), n=3)
-    assert explain()[-1].endswith("static argument 'n' changed 2 → 3")
+    assert explained()[-1].endswith("static argument 'n' changed 2 → 3")
 
 
-def test_hits_log_nothing_and_describe_nothing(explain, monkeypatch):
+def test_hits_log_nothing_and_describe_nothing(explained, monkeypatch):
     calls = []
     real = _explain.describe
     monkeypatch.setattr(_explain, "describe", lambda fn: calls.append(fn) or real(fn))
     for _ in range(5):
         _make(2.0)(jnp.ones(2))
     assert len(calls) == 1
-    assert explain() == []
+    assert explained() == []
 
 
 def test_explanations_off_log_nothing(caplog):
@@ -308,18 +300,18 @@ def _grad_step(temp, x):
     return stable_jit(jax.grad(loss))
 
 
-def test_a_function_wrapped_by_jax_grad_is_named_with_its_own_file_and_line(explain):
+def test_a_function_wrapped_by_jax_grad_is_named_with_its_own_file_and_line(explained):
     x = jnp.ones(2)
     for temp in (1.0, 2.0):
         np.testing.assert_allclose(_grad_step(temp, x)(x), temp * x)
-    (msg,) = explain()
+    (msg,) = explained()
     line = _grad_step.__code__.co_firstlineno + 1
     assert msg.startswith(f"stable_jit(_grad_step.<locals>.loss) at test_observability.py:{line}")
     # The path through jax.grad's own closures ('fun', 'value_and_grad_f') is collapsed.
     assert msg.endswith("retraced: closure variable 'temp' changed 1.0 → 2.0")
 
 
-def test_vmap_of_a_partial_is_named_by_the_partial_and_its_function(explain):
+def test_vmap_of_a_partial_is_named_by_the_partial_and_its_function(explained):
     def step(temp):
         def loss(w, t):
             return w * t * temp
@@ -328,7 +320,7 @@ def test_vmap_of_a_partial_is_named_by_the_partial_and_its_function(explain):
 
     for temp in (1.0, 2.0):
         np.testing.assert_allclose(step(temp)(jnp.ones(2)), [3.0 * temp] * 2)
-    (msg,) = explain()
+    (msg,) = explained()
     assert "stable_jit(partial(" in msg and "step.<locals>.loss)) at test_observability.py:" in msg
     assert msg.endswith("partial of → closure variable 'temp' changed 1.0 → 2.0")
 

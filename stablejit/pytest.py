@@ -11,13 +11,16 @@ configuration.
 
 ``--stablejit-verify[=P]`` turns on verify mode (``stablejit.config.verify``,
 P = 1 if not given): a hit is, with probability P, traced again and compared
-with what the cache ran, and a test during which a stale hit is found fails.
-With or without ``--stablejit``.
+with what the cache ran, and a test during which a stale hit is found fails (so
+does one under verify mode turned on otherwise: ``$STABLEJIT_VERIFY``,
+``config.verify``), and the summary says how many hits were verified. With
+or without ``--stablejit``.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -80,26 +83,32 @@ def _probability(raw: str) -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """Fails a test during which verify mode found a stale hit."""
-    if item.config.getoption("stablejit_verify") is None:
-        return (yield)
-    from stablejit._runtime import verify
-
-    before = verify.mismatches()
+    """Fails a test during which verify mode found a stale hit, however it
+    was turned on (the option, ``$STABLEJIT_VERIFY``, ``config.verify``)."""
+    before = _mismatches()
     result = yield
-    found = verify.mismatches() - before
+    found = _mismatches() - before
     if found:
+        from stablejit._runtime import verify
+
         shown = list(verify.REPORTED)[-found:]
         pytest.fail(f"stablejit verify mode found {found} stale hit(s):\n" + "\n".join(shown))
     return result
 
 
+def _mismatches() -> int:
+    """Mismatches verify mode found so far (none before stablejit is imported)."""
+    verify = sys.modules.get("stablejit._runtime.verify")
+    return 0 if verify is None else verify.mismatches()
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Prints the census block; writes the JSON report if asked. Under
     verify mode, says how many hits it verified and found stale."""
-    if config.getoption("stablejit_verify") is not None:
-        from stablejit._runtime import verify
-
+    verify = sys.modules.get("stablejit._runtime.verify")
+    if verify is not None and (
+        verify.TOTALS[0] or config.getoption("stablejit_verify") is not None
+    ):
         verified, found = verify.TOTALS
         terminalreporter.write_line(
             f"stablejit verify: {verified} hits verified, {found} mismatches"

@@ -219,7 +219,8 @@ def test_the_canonical_form_ignores_names_and_compares_constants_by_bytes():
     assert first_difference(one, one[:-1])[2] == "(none)"
 
 
-def test_the_pytest_plugin_fails_a_test_with_a_stale_hit(pytester):
+@pytest.mark.parametrize("turned_on", ["option", "environment"])
+def test_the_pytest_plugin_fails_a_test_with_a_stale_hit(pytester, monkeypatch, turned_on):
     pytester.makepyfile(
         test_stale="""
         import os
@@ -240,7 +241,10 @@ def test_the_pytest_plugin_fails_a_test_with_a_stale_hit(pytester):
             f(jnp.ones(2)); f(jnp.ones(2))
         """
     )
-    result = pytester.runpytest_subprocess("-p", "stablejit.pytest", "--stablejit-verify")
+    options = ["--stablejit-verify"] if turned_on == "option" else []
+    if turned_on == "environment":
+        monkeypatch.setenv("STABLEJIT_VERIFY", "1")
+    result = pytester.runpytest_subprocess("-p", "stablejit.pytest", *options)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [

@@ -252,3 +252,24 @@ def test_the_pytest_plugin_fails_a_test_with_a_stale_hit(pytester, monkeypatch, 
             "stablejit verify: 2 hits verified, 1 mismatches",
         ]
     )
+
+
+def test_an_entry_whose_retrace_warned_is_sampled_once(verifying):
+    # A retrace that warns re-serves the entry (replaying its warnings): a
+    # hit is still checked once, not once per layer.
+    import warnings
+
+    def f(x):
+        if x.shape[0] == 3:
+            warnings.warn("three", UserWarning, stacklevel=1)
+        return x * 2
+
+    g = stablejit.stable_jit(f)
+    g(jnp.ones(2))
+    with pytest.warns(UserWarning, match="three"):
+        g(jnp.ones(3))  # a retrace for new shapes, which warns
+    verified = stablejit.cache_info().verified
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the check's trace warns again)
+        np.testing.assert_allclose(g(jnp.ones(3)), 2 * np.ones(3))
+    assert stablejit.cache_info().verified == verified + 1

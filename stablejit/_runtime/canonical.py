@@ -282,7 +282,8 @@ def _warned(entry: Entry, fn, shown: list) -> None:
     entry that had warned before): ``fn`` has seen its warnings, and later
     callers will (see :func:`ready_for`)."""
     if trace_warnings.saw(entry.warned, fn, shown) and entry.ready is not None:
-        serve(entry, ready_for(entry, entry.ready))  # a retrace for new shapes, on the hot path
+        # (a retrace for new shapes, on the hot path; sampled once, if verify mode is on)
+        serve(entry, ready_for(entry, unsampled(entry.ready)))
 
 
 def _same(x):

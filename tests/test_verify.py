@@ -101,15 +101,22 @@ def test_verify_catches_a_key_made_wrong_on_purpose(verifying, caplog):
         stablejit.register_type(Settings, "state")
 
 
+@jax.custom_vjp
+def clipped_sin(x):
+    return jnp.sin(x)
+
+
+clipped_sin.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (jnp.clip(g * jnp.cos(x), -1, 1),))
+
+
 def test_a_hit_that_traces_the_same_program_runs_its_entry(verifying, traced):
     import _helpers
 
     def make(w):
         def f(x):
             _helpers.count_trace()
-            return jnp.sin(x) * w + jax.nn.relu(
-                x
-            )  # relu: a custom_jvp, its rule a new function per trace
+            # custom_vjp and custom_jvp: functions made anew per trace among their parameters
+            return clipped_sin(x) * w + jax.nn.relu(x)
 
         return stablejit.stable_jit(f)
 

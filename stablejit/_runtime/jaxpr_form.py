@@ -81,7 +81,7 @@ class _Writer:
             return digest(v)
         if isinstance(v, (tuple, list)):
             return "(" + ", ".join(self.value(x) for x in v) + ")"
-        return _ADDRESS.sub("", repr(v))
+        return " ".join(_ADDRESS.sub("", repr(v)).split())  # (a WrappedFun's repr has lines)
 
     def jaxpr(self, jaxpr, consts, depth: int) -> None:
         pad = "  " * depth

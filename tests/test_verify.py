@@ -280,3 +280,20 @@ def test_an_entry_whose_retrace_warned_is_sampled_once(verifying):
         warnings.simplefilter("ignore")  # (the check's trace warns again)
         np.testing.assert_allclose(g(jnp.ones(3)), 2 * np.ones(3))
     assert stablejit.cache_info().verified == verified + 1
+
+
+def test_verify_checks_hits_with_static_arguments(verifying, scale_env):
+    # The check traces the entry's own staging: static arguments boxed as the entry takes them.
+    def make():
+        def f(x, n):
+            return x * n * float(os.environ["STABLEJIT_TEST_SCALE"])
+
+        return stablejit.stable_jit(f, static_argnums=1)
+
+    x = jnp.arange(3.0)
+    make()(x, 2)
+    np.testing.assert_allclose(make()(x, 2), 2 * x)
+    assert (stablejit.cache_info().verified, stablejit.cache_info().mismatches) == (1, 0)
+    scale_env(3)
+    np.testing.assert_allclose(make()(x, 2), 6 * x)
+    assert stablejit.cache_info().mismatches == 1

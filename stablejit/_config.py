@@ -70,6 +70,13 @@ class Config:
             (off), or ``$STABLEJIT_PERSISTENT_DIR``.
         persistent_max_bytes: the most bytes kept there; least recently used
             files go first. Default 2 GiB, or ``$STABLEJIT_PERSISTENT_MAX_BYTES``.
+        verify: verify mode, for checking that no hit is stale: the
+            probability, in [0, 1], that a cache hit traces the function
+            again and compares the program with the one the hit runs (see
+            ``docs/verify.md``). A mismatch is logged as an ERROR on the
+            ``stablejit`` logger, counted in ``cache_info().mismatches``,
+            and the call runs the fresh trace. Costs nothing at 0. Default
+            0, or ``$STABLEJIT_VERIFY``.
 
     Example:
         >>> import stablejit
@@ -81,6 +88,7 @@ class Config:
     def __init__(self):
         self._lock = threading.Lock()
         self._on_cache_size: list[Callable[[int], None]] = []
+        self._on_verify: list[Callable[[float], None]] = []
         self._cache_size = _env("STABLEJIT_CACHE_SIZE", 512, _positive_int)
         self._explain_misses = _env("STABLEJIT_EXPLAIN_MISSES", False, _flag)
         self._check_records = _env("STABLEJIT_CHECK_RECORDS", False, _flag)
@@ -88,6 +96,7 @@ class Config:
         self._on_recompile_limit = _env("STABLEJIT_ON_RECOMPILE_LIMIT", "log", _stance)
         self._numpy_constant_bytes = _env("STABLEJIT_NUMPY_CONSTANT_BYTES", 4096, _count)
         self._persistent_max_bytes = _env("STABLEJIT_PERSISTENT_MAX_BYTES", 2 << 30, _positive_int)
+        self._verify = _env("STABLEJIT_VERIFY", 0.0, _probability)
         self._persistent_dir = None
         directory = _env("STABLEJIT_PERSISTENT_DIR", None, _directory)
         if directory is not None:
@@ -111,6 +120,25 @@ class Config:
         shrinks itself at once)."""
         with self._lock:
             self._on_cache_size.append(fn)
+
+    @property
+    def verify(self) -> float:
+        return self._verify
+
+    @verify.setter
+    def verify(self, value: float) -> None:
+        value = _check_probability("verify", value)
+        with self._lock:
+            self._verify = value
+            watchers = list(self._on_verify)
+        for fn in watchers:
+            fn(value)
+
+    def on_verify(self, fn: Callable[[float], None]) -> None:
+        """Calls ``fn(p)`` whenever ``verify`` is set (the cache's entries
+        are served with or without their sampling then)."""
+        with self._lock:
+            self._on_verify.append(fn)
 
     @property
     def explain_misses(self) -> bool:
@@ -186,7 +214,8 @@ class Config:
             f"on_recompile_limit={self._on_recompile_limit!r}, "
             f"numpy_constant_bytes={self._numpy_constant_bytes}, "
             f"persistent_dir={self._persistent_dir!r}, "
-            f"persistent_max_bytes={self._persistent_max_bytes})"
+            f"persistent_max_bytes={self._persistent_max_bytes}, "
+            f"verify={self._verify})"
         )
 
 
@@ -206,6 +235,18 @@ def _check_int(name: str, value, least: int = 1) -> int:
     if value < least:
         raise ValueError(f"{name} must be at least {least}, got {value}")
     return value
+
+
+def _check_probability(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
+    if not 0 <= value <= 1:  # (NaN fails too)
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)
+
+
+def _probability(raw: str) -> float:
+    return _check_probability("it", float(raw))
 
 
 def _positive_int(raw: str) -> int:

@@ -28,7 +28,8 @@ def cache_info(fn: StableJitted | None = None) -> _stats.CacheInfo:
 
     Returns:
         A :class:`CacheInfo`: hits, misses, traces, compiles, entries,
-        evictions, trace_seconds, compile_seconds.
+        evictions, trace_seconds, compile_seconds, and verify mode's
+        verified and mismatches.
 
     Example:
         >>> import jax.numpy as jnp, stablejit

@@ -44,9 +44,14 @@ class CacheInfo(NamedTuple):
     """Entries dropped to keep the cache within ``config.cache_size``."""
     trace_seconds: float
     compile_seconds: float
+    verified: int = 0
+    """Hits traced again by verify mode (``config.verify``) and compared."""
+    mismatches: int = 0
+    """Of those, the hits whose entry ran another program than the function
+    traces now: stale results verify mode caught (and ran afresh)."""
 
 
-_COUNTED = ("traces", "compiles", "trace_seconds", "compile_seconds")
+_COUNTED = ("traces", "compiles", "trace_seconds", "compile_seconds", "verified", "mismatches")
 """Counted per entry (in its ``Counts``), besides its hits."""
 
 
@@ -57,7 +62,7 @@ class Counts:
     __slots__ = (*_COUNTED, "stats", "leaf_labels", "signature")
 
     def __init__(self):
-        self.traces = self.compiles = 0
+        self.traces = self.compiles = self.verified = self.mismatches = 0
         self.trace_seconds = self.compile_seconds = 0.0
         self.stats: Stats | None = None  # the function's counters
         self.leaf_labels: list[str] = []  # names of the lifted arrays, for messages
@@ -70,6 +75,13 @@ def trace_began(entry) -> None:
 
 def trace_ended(entry, seconds: float) -> None:
     entry.counts.trace_seconds += seconds
+
+
+def verified(entry, same: bool) -> None:
+    """Counts a hit of ``entry`` that verify mode traced again: the same
+    program, or not."""
+    entry.counts.verified += 1
+    entry.counts.mismatches += not same
 
 
 def attach(entry, s: Stats) -> None:
@@ -167,6 +179,8 @@ def cache_info(live_entries: list, tag=None) -> CacheInfo:
         evictions=evictions,
         trace_seconds=totals["trace_seconds"],
         compile_seconds=totals["compile_seconds"],
+        verified=totals["verified"],
+        mismatches=totals["mismatches"],
     )
 
 

@@ -19,15 +19,16 @@ from collections.abc import Callable
 
 import jax
 
+from .._config import config
 from .._diagnostics import stats
 from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import Snapshot
 from .._fingerprint.walk import fingerprint
 from .._native import NATIVE
-from . import trace_warnings
+from . import trace_warnings, verify
 from .argtrees import aux_holds_callables, by_structure, unwrap
-from .cache import Entry, alias, serve
+from .cache import Entry, alias, live_entries, serve
 from .options import Lift
 from .statics import rebox, unbox
 
@@ -121,9 +122,16 @@ def make_canonical(
     """
 
     def canonical(*args, **kwargs):
+        # verify mode's trace (see .verify) is not the cache's: uncounted, unexplained
+        again = verify.verifying(entry)
         fn = current_callable(entry)
         rest, kwargs = unwrap(args[n_leaves:], kwargs)
-        if adaptive and entry.counts.traces and entry.ready is entry.jitted is not None:
+        if (
+            adaptive
+            and not again
+            and entry.counts.traces
+            and unsampled(entry.ready) is entry.jitted is not None
+        ):
             if aux_holds_callables((rest, kwargs)):
                 # A retrace with a callable in an argument's static fields:
                 # JAX compared it by identity. From now on, keyed by
@@ -134,7 +142,8 @@ def make_canonical(
         call = unbox(fn, rest, kwargs)
         subject = fn if call is None else call
         with TRACE_LOCK, _headroom():
-            stats.trace_began(entry)
+            if not again:
+                stats.trace_began(entry)
             start = time.perf_counter()
             snapshot = Snapshot(subject)
             try:
@@ -163,6 +172,8 @@ def make_canonical(
                 # after a lift_scalars fallback must not see a new key.
                 if snapshot.commit():
                     _alias_after_trace(entry, subject, lift)
+            if again:
+                return out
             stats.trace_ended(entry, time.perf_counter() - start)
             if shown or entry.warned.callers is not None:
                 _warned(entry, fn, shown)
@@ -221,16 +232,49 @@ class Source:
 def ready_for(entry: Entry, jitted: Callable) -> Callable:
     """What the hot path is to call for ``entry``, whose ``jax.jit`` is
     ``jitted``: that, or, for an entry whose traces warned, that replaying
-    their warnings to each new caller (see :mod:`.trace_warnings`)."""
+    their warnings to each new caller (see :mod:`.trace_warnings`); while
+    ``config.verify`` is above 0, that sampled for verify mode."""
     warned = entry.warned
-    if warned.callers is None:
-        return jitted
+    ready = jitted
+    if warned.callers is not None:
 
-    def replaying(*args, **kwargs):
-        trace_warnings.replay_to(warned, current_callable(entry))
-        return jitted(*args, **kwargs)
+        def replaying(*args, **kwargs):
+            trace_warnings.replay_to(warned, current_callable(entry))
+            return jitted(*args, **kwargs)
 
-    return replaying
+        replaying.replays = jitted
+        ready = replaying
+    return _sampled(entry, ready) if config.verify else ready
+
+
+def _sampled(entry: Entry, ready: Callable) -> Callable:
+    """``ready``, each call checked by verify mode with probability ``config.verify``."""
+
+    def sampled(*args, **kwargs):
+        if verify.SAMPLE() >= config.verify:
+            return ready(*args, **kwargs)
+        return verify.check(entry, ready, current_callable(entry), args, kwargs)
+
+    sampled.unsampled = ready
+    return sampled
+
+
+def unsampled(ready: Callable | None) -> Callable | None:
+    """What an entry serves, without verify mode's sampling."""
+    return getattr(ready, "unsampled", ready)
+
+
+def _resample(p: float) -> None:
+    """Serves every entry that serves its ``ready_for`` with verify mode's
+    sampling, or without, as ``config.verify`` says now (others, loaded
+    from disk or switched to arguments by structure, are not verified)."""
+    for entry in live_entries():
+        ready, jitted = unsampled(entry.ready), entry.jitted
+        if ready is not None and (ready is jitted or getattr(ready, "replays", None) is jitted):
+            serve(entry, _sampled(entry, ready) if p else ready)
+
+
+config.on_verify(_resample)
 
 
 def _warned(entry: Entry, fn, shown: list) -> None:
@@ -238,7 +282,8 @@ def _warned(entry: Entry, fn, shown: list) -> None:
     entry that had warned before): ``fn`` has seen its warnings, and later
     callers will (see :func:`ready_for`)."""
     if trace_warnings.saw(entry.warned, fn, shown) and entry.ready is not None:
-        serve(entry, ready_for(entry, entry.ready))  # a retrace for new shapes, on the hot path
+        # (a retrace for new shapes, on the hot path; sampled once, if verify mode is on)
+        serve(entry, ready_for(entry, unsampled(entry.ready)))
 
 
 def _same(x):

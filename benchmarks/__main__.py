@@ -60,6 +60,12 @@ CASES = [
     Case("anchors", "anchors.py", "Anchors: equinox's filter_jit", needs=("equinox",)),
     Case("optax-step", "optax_step.py", "An optax step built per call", needs=("optax",)),
     Case("scaling", "scaling.py", "Fingerprint cost vs closure size"),
+    Case(
+        "modules",
+        "modules.py",
+        "Models in closures: nnx, equinox, split/merge vs layers",
+        needs=("flax", "equinox"),
+    ),
     Case("constants", "constants.py", "A large closed-over array: baked or lifted"),
     Case("greedy", "greedy.py", "Greedy decoding shaped like HuggingFace's", sized=True),
     Case(

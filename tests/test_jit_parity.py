@@ -7,6 +7,7 @@ import functools
 import gc
 import traceback
 import typing
+import warnings
 import weakref
 
 import jax
@@ -40,10 +41,19 @@ def test_a_coroutine_function_is_wrapped_and_its_call_fails_as_under_jax_jit():
     async def co(x):
         return x
 
-    wrapped = stable_jit(co)  # jax.jit wraps it too
-    with pytest.warns(RuntimeWarning, match="never awaited"):
-        with pytest.raises(TypeError, match="coroutine"):
-            wrapped(1.0)
+    def failure(jit):
+        wrapped = jit(co)  # wrapping is fine, as for jax.jit
+        with warnings.catch_warnings():  # (the coroutine a call made, never awaited)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                wrapped(1.0)
+            except Exception as e:  # noqa: BLE001 - whatever jax.jit raises
+                return type(e)
+            finally:
+                gc.collect()
+        return None
+
+    assert failure(stable_jit) is failure(jax.jit) is not None
 
 
 @pytest.mark.parametrize(
@@ -324,7 +334,8 @@ def test_trace_lower_and_compile_give_jax_stages_of_the_users_arguments(jit):
         assert stage.in_avals == expected.in_avals
     assert compiled.input_shardings == expected.input_shardings
     np.testing.assert_array_equal(compiled(x, scale=2.0)["y"], [0.0, 2.0, 4.0])
-    np.testing.assert_array_equal(traced(x, scale=2.0)["y"], [0.0, 2.0, 4.0])
+    if callable(reference.trace(x, scale=2.0)):  # (a Traced is called from JAX 0.7 on)
+        np.testing.assert_array_equal(traced(x, scale=2.0)["y"], [0.0, 2.0, 4.0])
     assert f.eval_shape(x, scale=2.0) == reference.eval_shape(x, scale=2.0)
 
 

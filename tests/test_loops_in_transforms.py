@@ -266,17 +266,27 @@ def three_ways(make):
     return stock, direct, patched
 
 
+@pytest.fixture
+def wrappers(monkeypatch):
+    """How many cached loop programs the wrappers made (none, where lax must run)."""
+    made = []
+    real = stablejit._loops._run
+    monkeypatch.setattr(stablejit._loops, "_run", lambda *a: made.append(a) or real(*a))
+    return made
+
+
 def _jaxpr(transform, program):
-    return lambda loops: str(jax.make_jaxpr(transform(lambda x: program(loops, x)))(X))
+    # (Addresses differ between traces: a debug callback's function, in some JAX versions.)
+    return lambda loops: _normal(str(jax.make_jaxpr(transform(lambda x: program(loops, x)))(X)))
 
 
 @pytest.mark.parametrize("transform", STAGED)
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_jaxpr_equals_stock_under_each_transformation(program, transform):
+def test_jaxpr_equals_stock_under_each_transformation(program, transform, wrappers):
     stock, direct, patched = three_ways(_jaxpr(STAGED[transform], PROGRAMS[program]))
     assert direct == stock
     assert patched == stock
-    assert stablejit.cache_info().misses == 0  # no wrapper of ours was even made
+    assert wrappers == []  # no wrapper of ours was even made
 
 
 def _eager(run):
@@ -306,14 +316,16 @@ def _same(got, want):
 
 @pytest.mark.parametrize("transform", EAGER_RUNS)
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_eager_transformation_runs_stock_loops(program, transform):
+def test_eager_transformation_runs_stock_loops(program, transform, wrappers):
     run = EAGER_RUNS[transform]
     stock, direct, patched = three_ways(
         _eager(lambda loops: run(lambda x: PROGRAMS[program](loops, x)))
     )
     _same(direct, stock)
     _same(patched, stock)
-    assert stablejit.cache_info().misses == 0
+    # (Not cache_info's misses: under patch(), a JAX whose eager shard_map calls jax.jit
+    # itself, as 0.6 does, has stable_jit serve that, as patch() means it to.)
+    assert wrappers == []
 
 
 # --- the issue's examples ------------------------------------------------------------------------

@@ -16,6 +16,8 @@ import types
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar
 
+import jax
+
 # JAX's own wrap-time checks and naming, so that what is refused, and how,
 # and the names a wrapper wears are jax.jit's (private, but in place since
 # before the oldest JAX stablejit supports).
@@ -212,7 +214,9 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
     @boundary
     def eval_shape(self, *args, **kwargs):
         """Output shapes and dtypes, like ``jax.jit(f).eval_shape``."""
-        return self._traced(args, kwargs).out_info
+        return jax.tree_util.tree_map(
+            _shape_dtype, self._traced(args, kwargs).out_info, is_leaf=_has_shape
+        )
 
     def clear_cache(self) -> None:
         """Drops the compiled entries of this function (all redefinitions of
@@ -224,6 +228,18 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
     def cache_info(self) -> CacheInfo:
         """The counters of this function, all its redefinitions together."""
         return stats.cache_info(cache.live_entries(), miss.function_tag(self._fun, self._opts))
+
+
+def _has_shape(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _shape_dtype(out):
+    """A stage's output info as ``jax.jit``'s ``eval_shape`` gives it (JAX
+    before 0.7 described a ``Traced``'s outputs with its own ``OutInfo``)."""
+    if isinstance(out, jax.ShapeDtypeStruct):
+        return out
+    return jax.ShapeDtypeStruct(out.shape, out.dtype, sharding=out.sharding)
 
 
 class _FromWrapped(str):

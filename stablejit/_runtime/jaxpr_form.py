@@ -19,7 +19,12 @@ import re
 
 import jax
 import numpy as np
-from jax._src import core
+from jax._src import core as _internal
+from jax.extend import core
+
+# (Where each lives differs between JAX versions: jax.extend.core is the public home, which
+# gained DropVar only after 0.6.)
+_DROP_VAR = getattr(core, "DropVar", None) or _internal.DropVar
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]+")
 
@@ -63,7 +68,7 @@ class _Writer:
     def atom(self, a) -> str:
         if isinstance(a, core.Literal):
             return f"{self.value(a.val)}:{a.aval.str_short()}"
-        if isinstance(a, core.DropVar):
+        if isinstance(a, _DROP_VAR):
             return "_"
         n = self.names.get(a)
         if n is None:

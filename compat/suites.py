@@ -35,7 +35,12 @@ def results_root() -> Path:
 
 
 MODES = ("stock", "jit", "patch")
-SUITES = ("optax", "blackjax", "numpyro", "flax")
+# The quick profile's suites come from sdists, which CI can download; the
+# full profile adds suites whose tests are taken from a release tag of the
+# upstream repository (JAX's own jit tests, equinox's, diffrax's), which
+# only a machine that can reach GitHub, or is handed a clone, can run.
+QUICK_SUITES = ("optax", "blackjax", "numpyro", "flax")
+SUITES = (*QUICK_SUITES, "jax", "equinox", "diffrax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +59,18 @@ class Env:
 # optax 0.2.8 and blackjax 1.7.1 are the newest and support both lines;
 # numpyro 0.22.0 needs jax>=0.7; flax 0.12.12 needs jax>=0.11.1 and Python
 # 3.12, so the 0.10 line stays on flax 0.12.8 (needs jax>=0.10).
-_PINS_010 = {"optax": "0.2.8", "blackjax": "1.7.1", "numpyro": "0.22.0", "flax": "0.12.8"}
+# The tag suites run on the 0.10 line only: JAX's tests at the installed
+# release's own tag, equinox 0.13.8 and diffrax 0.7.2 (with optimistix 0.1.0
+# and lineax 0.1.1, the newest, which accept jax 0.10.2).
+_PINS_010 = {
+    "optax": "0.2.8",
+    "blackjax": "1.7.1",
+    "numpyro": "0.22.0",
+    "flax": "0.12.8",
+    "jax": "0.10.2",
+    "equinox": "0.13.8",
+    "diffrax": "0.7.2",
+}
 ENVS = {
     "py312-jax012": Env(
         "py312-jax012",
@@ -79,9 +95,10 @@ class Suite:
     name: str
     # "package": the tests ship inside the installed package; "sdist": they
     # are copied out of the source distribution (never the package source,
-    # which would shadow the installed one).
+    # which would shadow the installed one); "git": they are read from the
+    # release's tag in the upstream repository (see compat.sources.git_dir).
     source: str
-    test_dir: str  # folder copied from the sdist ("" for package suites)
+    test_dir: str  # folder (or, for "git", file) copied out ("" for package suites)
     config_files: tuple[str, ...]  # pytest configuration copied beside it
     deps: tuple[str, ...]  # test dependencies (heavy ones, tensorflow/torch, left out)
     quick: tuple[str, ...]  # paths, or nodeids
@@ -92,6 +109,10 @@ class Suite:
     # How --shard divides the suite: "file" (every N-th test file) or "test"
     # (by a hash of each test id), for a suite whose time sits in one file.
     shard_by: str = "file"
+    full_k: str | None = None  # a -k expression narrowing the full paths
+    # For "git" suites: the upstream repository and its release tag's name.
+    repo: str | None = None
+    tag: str = "v{version}"
 
 
 SUITE_TABLE = {
@@ -171,6 +192,51 @@ SUITE_TABLE = {
         deselect={},
         full_timeout=4 * 3600,
     ),
+    # JAX's own jit tests: api_test.py at the installed release's tag, its
+    # JitTest class and every other test naming jit.
+    "jax": Suite(
+        "jax",
+        source="git",
+        test_dir="tests/api_test.py",
+        config_files=("pyproject.toml", "conftest.py"),
+        deps=("absl-py", "hypothesis"),
+        quick=(),
+        quick_k=None,
+        full=("tests/api_test.py",),
+        full_k="JitTest or jit",
+        deselect={},
+        full_timeout=2 * 3600,
+        repo="jax-ml/jax",
+        tag="jax-v{version}",
+    ),
+    "equinox": Suite(
+        "equinox",
+        source="git",
+        test_dir="tests",
+        config_files=("pyproject.toml",),
+        deps=("beartype", "optax", "jaxtyping"),
+        quick=(),
+        quick_k=None,
+        full=("tests",),
+        deselect={
+            "tests/test_onnx.py": "exports through tensorflow and jax2onnx (heavy, left out)",
+        },
+        full_timeout=3 * 3600,
+        repo="patrick-kidger/equinox",
+    ),
+    "diffrax": Suite(
+        "diffrax",
+        source="git",
+        test_dir="test",
+        config_files=("pyproject.toml",),
+        deps=("beartype", "optax", "scipy", "tqdm", "optimistix", "lineax"),
+        quick=(),
+        quick_k=None,
+        full=("test",),
+        deselect={},
+        full_timeout=6 * 3600,
+        repo="patrick-kidger/diffrax",
+    ),
 }
 
 
@@ -178,7 +244,7 @@ def selection(suite: Suite, profile: str) -> tuple[tuple[str, ...], str | None]:
     """The paths and -k expression one profile runs."""
     if profile == "quick":
         return suite.quick, suite.quick_k
-    return suite.full, None
+    return suite.full, suite.full_k
 
 
 # Tests that cannot pass under a stablejit mode by design, by suite, mode and

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,7 @@ from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
 from .containers import Dict, List, Pytree, Set, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
-from .objects import Object, plain_kind
+from .objects import PROXY, Object, plain_kind
 from .values import (
     Complex,
     Constant,
@@ -68,6 +69,8 @@ for _cls, _kind in {
     range: VALUE,
     type(jax.jit(lambda x: x)): Jitted(),
     Sentinel: IDENTITY,
+    weakref.ProxyType: PROXY,
+    weakref.CallableProxyType: PROXY,
 }.items():
     register_kind(_cls, _kind)
 if _native.NATIVE is not None:

@@ -1,6 +1,7 @@
 """Static arguments are keyed by structure, like what a function closes over."""
 
 import dataclasses
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -254,3 +255,47 @@ def test_the_switch_to_arguments_by_structure_also_serves_functions_with_static_
         w = state.w
     np.testing.assert_array_equal(w, [48.0, 48.0])
     assert len(traces) == 2  # the first state, then the retrace that switched, made by structure
+
+
+def _node_class():
+    """A pytree node class defined locally that cloudpickle cannot pickle by
+    value (a lock among its class attributes), as an equinox Module's class."""
+
+    @jax.tree_util.register_pytree_node_class
+    class Node:
+        lock = threading.Lock()
+
+        def __init__(self, scale, offset):
+            self.scale, self.offset = scale, offset
+
+        def __call__(self, x):
+            return x * self.scale + self.offset
+
+        def tree_flatten(self):
+            return (self.scale,), self.offset
+
+        @classmethod
+        def tree_unflatten(cls, offset, children):
+            return cls(children[0], offset)
+
+    return Node
+
+
+def test_a_pytree_structure_as_a_static_argument_is_keyed_by_its_nodes(traces):
+    # What equinox's filter_jit does: the structure static, the leaves traced,
+    # both flattened afresh for each call.
+    def apply(leaves, structure, x):
+        traces()
+        return jax.tree_util.tree_unflatten(structure, leaves)(x)
+
+    Node = _node_class()
+    stock = jax.jit(apply, static_argnums=1)
+    ours = stable_jit(apply, static_argnums=1)
+    x = jnp.ones(2)
+    for offset in (1.0, 1.0, 2.0, 2.0):
+        leaves, structure = jax.tree_util.tree_flatten(Node(jnp.float32(3.0), offset))
+        expected = stock(leaves, structure, x)
+        np.testing.assert_array_equal(ours(leaves, structure, x), expected)
+        np.testing.assert_array_equal(expected, x * 3.0 + offset)
+    # Once per offset for each, as stock: equal structures, not the same object.
+    assert traces.n == 4

@@ -24,7 +24,7 @@ from jax.extend import core as _ext_core
 from .. import _native
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
-from .containers import Dict, List, Pytree, Set, Tuple, is_pytree_node
+from .containers import Dict, List, Pytree, Set, TreeDef, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
 from .objects import PROXY, Object, plain_kind
 from .values import (
@@ -69,6 +69,7 @@ for _cls, _kind in {
     range: VALUE,
     type(jax.jit(lambda x: x)): Jitted(),
     Sentinel: IDENTITY,
+    type(jax.tree_util.tree_structure(0)): TreeDef(),
     weakref.ProxyType: PROXY,
     weakref.CallableProxyType: PROXY,
 }.items():

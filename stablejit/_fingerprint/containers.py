@@ -290,3 +290,40 @@ def items_guard(v: tuple, item_keys: tuple, records):
     """A tuple of ``v``'s type whose items fit the guards of ``v``'s items."""
     items = item_guards(v, item_keys, records)
     return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items)
+
+
+class TreeDef(Kind):
+    """A pytree's structure (``jax.tree_util.PyTreeDef``): its nodes' types by
+    identity and their metadata walked, node by node, as the walk keys them
+    anywhere else.
+
+    Libraries pass structures to ``jax.jit`` as static arguments, flattened
+    afresh for each call (equinox's ``filter_jit`` passes the static half of
+    its arguments so). As an object with no readable state, a structure was
+    hashed through cloudpickle, which pickles a locally defined node class by
+    value and fails on one it cannot (an equinox Module's): keyed by
+    identity then, every call's new structure traced again where jax.jit,
+    comparing structures by equality, hit. Metadata holding an array (which
+    would have to be lifted out of a structure) keeps the pickled key.
+    """
+
+    name = "pytree structure"
+
+    def key(self, w, v):
+        from .objects import OPAQUE  # noqa: PLC0415 - objects is the fallback's family
+        from .walk import KeyWalker  # noqa: PLC0415 - walk imports the kinds
+
+        sub = KeyWalker()
+        sub.sinks, sub.static = w.sinks, w.static
+        k = self._node(sub, v)
+        return OPAQUE.key(w, v) if sub.leaves else (type(v), k)
+
+    def _node(self, sub, v):
+        data = v.node_data()  # None for a leaf
+        if data is None:
+            return None
+        return (sub.walk(data), tuple([self._node(sub, c) for c in v.children()]))
+
+    def children(self, w, v):
+        data = v.node_data()
+        return [] if data is None else [("node", data)]

@@ -295,7 +295,8 @@ def items_guard(v: tuple, item_keys: tuple, records):
 class TreeDef(Kind):
     """A pytree's structure (``jax.tree_util.PyTreeDef``): its nodes' types by
     identity and their metadata walked, node by node, as the walk keys them
-    anywhere else.
+    anywhere else (a function there is keyed by structure, a trace counter
+    it writes left out, an array lifted).
 
     Libraries pass structures to ``jax.jit`` as static arguments, flattened
     afresh for each call (equinox's ``filter_jit`` passes the static half of
@@ -303,26 +304,35 @@ class TreeDef(Kind):
     hashed through cloudpickle, which pickles a locally defined node class by
     value and fails on one it cannot (an equinox Module's): keyed by
     identity then, every call's new structure traced again where jax.jit,
-    comparing structures by equality, hit. Metadata holding an array (which
-    would have to be lifted out of a structure) keeps the pickled key.
+    comparing structures by equality, hit.
     """
 
     name = "pytree structure"
 
     def key(self, w, v):
-        from .objects import OPAQUE  # noqa: PLC0415 - objects is the fallback's family
-        from .walk import KeyWalker  # noqa: PLC0415 - walk imports the kinds
+        return (type(v), self._node(w, v))
 
-        sub = KeyWalker()
-        sub.sinks, sub.static = w.sinks, w.static
-        k = self._node(sub, v)
-        return OPAQUE.key(w, v) if sub.leaves else (type(v), k)
-
-    def _node(self, sub, v):
-        data = v.node_data()  # None for a leaf
+    def _node(self, w, v):
+        data = v.node_data()  # (node type, metadata); None for a leaf
         if data is None:
             return None
-        return (sub.walk(data), tuple([self._node(sub, c) for c in v.children()]))
+        return (w.walk(data), tuple([self._node(w, c) for c in v.children()]))
+
+    def rebuild(self, r, v, i):
+        # Only for metadata holding an array: the nodes rebuilt in the key's
+        # order (each node's metadata, then its children), around the new
+        # metadata where it changed.
+        data = v.node_data()
+        if data is None:
+            return v
+        new = r.walk(data)
+        children = v.children()
+        rebuilt = [self.rebuild(r, c, i) for c in children]
+        if new is data and all(n is c for n, c in zip(rebuilt, children, strict=True)):
+            return v
+        from jax._src.tree_util import default_registry
+
+        return type(v).from_node_data_and_children(default_registry, new, rebuilt)
 
     def children(self, w, v):
         data = v.node_data()

@@ -345,6 +345,15 @@ BY_DESIGN: dict[str, dict[str, dict[str, str]]] = {
 # prefix, with the evidence: in every mode, a failure of one of them is listed
 # apart, not counted as a divergence.
 FLAKY: dict[str, dict[str, str]] = {
+    "equinox": {
+        "tests/test_while_loop.py::test_speed_buffer_while[": (
+            "times one jitted program at seven sizes (best of 5 each) and requires every "
+            "time ratio to stay within 1.25x the size ratio, on a 2-core machine shared with "
+            "other runs: in issue 37's runs it failed once under patch ([False], 1.40) and "
+            "once under jit ([True], 1.52), each case passing in the other mode; every call "
+            "there is a cache hit of one compiled program, the same computation as stock's"
+        ),
+    },
     "numpyro": {
         "test/test_distributions.py::test_kl_univariate[": (
             "draws its distributions' parameters from NumPy's global random state, which no "

@@ -233,6 +233,26 @@ class Object(Kind):
         return new
 
 
+class CopiedObject(Object):
+    """Objects keyed by state like plain ones, but rebuilt as copies even at
+    trace time, never in place: JAX's ``ClosedJaxpr``, which JAX treats as
+    immutable and caches what it derives from by identity. Its constants
+    swapped for the trace's tracers in place (and back after), a jaxpr JAX
+    derived meanwhile and cached kept those tracers, and a later lowering met
+    one as a constant ("No constant handler for type: DynamicJaxprTracer":
+    diffrax's events, whose root find takes optimistix's closure-converted
+    function, a ClosedJaxpr over the outer trace's values)."""
+
+    def rebuild(self, r, v, i):
+        if not r.in_place:
+            return super().rebuild(r, v, i)
+        r.in_place = False  # the copy's parts are copies too (its constants' list)
+        try:
+            return super().rebuild(r, v, i)
+        finally:
+            r.in_place = True
+
+
 _DEAD = ("dead weak proxy",)
 
 

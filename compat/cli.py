@@ -10,7 +10,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from compat import envs, report, runner, sources
-from compat.suites import DEFAULT_ENV, ENVS, MODES, SAVE_VARIABLE, SUITE_TABLE, SUITES
+from compat.suites import (
+    DEFAULT_ENV,
+    ENVS,
+    MODES,
+    QUICK_SUITES,
+    SAVE_VARIABLE,
+    SUITE_TABLE,
+    SUITES,
+)
 
 QUICK_TIMEOUT = 240  # seconds per suite and mode; the whole quick profile aims at 5 minutes
 
@@ -39,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
         "--shard",
         help="I/N: run shard I of N (every N-th test file); a mode's shards are merged in the "
         "summary once all N have run",
+    )
+    p.add_argument(
+        "--git-dir",
+        action="append",
+        default=[],
+        metavar="SUITE=PATH",
+        help="a clone (bare or not) of a tag suite's upstream repository, instead of cloning it "
+        "into compat/.cache/git/ (also $COMPAT_GIT_<SUITE>)",
     )
     p.add_argument(
         "--setup-only", action="store_true", help="create the environment and sources, run nothing"
@@ -73,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[SAVE_VARIABLE] = "1"  # read by suites.results_root()
     profile = "quick" if args.quick else "full"
     env = ENVS[args.env or DEFAULT_ENV[profile]]
-    suites = _split(args.only, SUITES, "suite") if args.only else list(SUITES)
+    # Suites pinned on this environment's line; the quick profile's default
+    # leaves out the suites read from release tags (CI cannot fetch them).
+    here = tuple(name for name in SUITES if name in env.pins)
+    default = [name for name in here if profile == "full" or name in QUICK_SUITES]
+    suites = _split(args.only, here, "suite") if args.only else default
+    for item in args.git_dir:
+        name, _, path = item.partition("=")
+        os.environ[f"COMPAT_GIT_{name.strip().upper()}"] = path.strip()
     modes = _split(args.modes, MODES, "mode")
     shard = _shard(args.shard) if args.shard else None
     if args.report_only:
@@ -85,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Every suite's dependencies, whatever --only says: one install per
     # environment, not one per subset.
-    versions = envs.ensure(env, list(SUITES))
+    versions = envs.ensure(env, list(here))
     python = envs.python_of(env)
     jobs = []
     for name in suites:

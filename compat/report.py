@@ -41,8 +41,14 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
                 i, n = part["shard"]
                 sets.setdefault(n, {})[i] = part
         complete = [parts for n, parts in sets.items() if sorted(parts) == list(range(1, n + 1))]
+        newest = lambda p: max(r["finished"] for r in p.values())  # noqa: E731
         if complete:
-            runs[mode] = merge(max(complete, key=lambda p: max(r["finished"] for r in p.values())))
+            runs[mode] = merge(max(complete, key=newest))
+        elif sets:
+            # Only some shards ran (a suite longer than the time there was):
+            # summarised as what it is, named as a part in the summary.
+            n, parts = max(sets.items(), key=lambda item: newest(item[1]))
+            runs[mode] = {**merge(parts), "partial": f"shard(s) {sorted(parts)} of {n}"}
     return runs
 
 
@@ -211,6 +217,8 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
         if run.get("shards"):
             revisions = ", ".join(run["stablejit"]) or "none"
             lines += [f"`{mode}` ran in {run['shards']} shards (stablejit {revisions}).", ""]
+        if run.get("partial"):
+            lines += [f"`{mode}`: only {run['partial']} ran: a part of the suite.", ""]
     lines += _table([summary], with_suite=False)
     lines += [
         "",

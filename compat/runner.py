@@ -164,6 +164,9 @@ def run(job: Job) -> dict:
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into site-packages
     revision = _stablejit_revision()
+    # The key as the run starts: the revision it names is the code pytest
+    # imports, even where a commit lands while the suite runs.
+    key = job.key()
     start = time.monotonic()
     with open(log, "w", encoding="utf-8") as out:
         out.write(f"$ cd {workdir} && {' '.join(cmd)}\n")
@@ -190,7 +193,7 @@ def run(job: Job) -> dict:
         "mode": job.mode,
         "profile": job.profile,
         "shard": list(job.shard) if job.shard else None,
-        "key": job.key(),
+        "key": key,
         "versions": job.versions,
         "command": " ".join(cmd),
         "workdir": str(job.workdir),

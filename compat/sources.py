@@ -9,10 +9,18 @@ and blackjax's ``from tests import ...`` puts the sdist root there).
 
 optax ships its tests inside the package, so its tests run from the
 installed package in the environment itself.
+
+A "git" suite (JAX's api_test.py, equinox, diffrax) is read from its
+release's tag in the upstream repository: from the clone named by
+``$COMPAT_GIT_<SUITE>`` (or ``--git-dir SUITE=PATH``), else from a
+blobless bare clone the harness makes into ``compat/.cache/git/<suite>.git``.
+Only the test paths and configuration are read out of the tag, file by file,
+so a partial clone missing other blobs serves as well.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -62,6 +70,40 @@ def _installed_package_dir(python: Path, name: str) -> Path:
     return Path(out.stdout.strip())
 
 
+def git_dir(suite: Suite) -> Path:
+    """A clone of ``suite``'s upstream repository holding its release tags."""
+    given = os.environ.get(f"COMPAT_GIT_{suite.name.upper()}")
+    if given:
+        path = Path(given)
+        return path / ".git" if (path / ".git").exists() else path
+    path = CACHE / "git" / f"{suite.name}.git"
+    if not path.exists():
+        url = f"https://github.com/{suite.repo}"
+        cmd = ["git", "clone", "-q", "--bare", "--filter=blob:none", url, str(path)]
+        _log(" ".join(cmd))
+        subprocess.run(cmd, check=True)
+    return path
+
+
+def _from_tag(suite: Suite, version: str, paths: list[str], dest: Path) -> None:
+    """Writes ``paths`` (files or folders) as they are at the release's tag."""
+    git = ["git", "--git-dir", str(git_dir(suite))]
+    tag = suite.tag.format(version=version)
+    listed = subprocess.run(
+        [*git, "ls-tree", "-r", "--name-only", tag, "--", *paths],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    missing = [p for p in paths if not any(f == p or f.startswith(p + "/") for f in listed)]
+    if missing:
+        raise SystemExit(f"compat: {suite.name}: {missing} not at tag {tag}")
+    for name in listed:
+        blob = subprocess.run([*git, "show", f"{tag}:{name}"], capture_output=True, check=True)
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(blob.stdout)
+
+
 def layout(suite: Suite, version: str, python: Path) -> tuple[Path, Path]:
     """``(workdir, base)``: where pytest runs, and what selection paths are
     relative to."""
@@ -73,10 +115,15 @@ def layout(suite: Suite, version: str, python: Path) -> tuple[Path, Path]:
         return work, _installed_package_dir(python, suite.name)
     wanted = [suite.test_dir, *(suite.config_files or ("pytest.ini",))]
     if not all((work / name).exists() for name in wanted):  # new, or the table changed
-        src = sdist(suite.name, version, python)
         tmp = work.with_name(work.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
+        if suite.source == "git":
+            _from_tag(suite, version, [suite.test_dir, *suite.config_files], tmp)
+            shutil.rmtree(work, ignore_errors=True)
+            tmp.rename(work)
+            return work, work
+        src = sdist(suite.name, version, python)
         shutil.copytree(src / suite.test_dir, tmp / suite.test_dir)
         for name in suite.config_files:
             shutil.copy2(src / name, tmp / name)

@@ -100,6 +100,19 @@ def test_empty_static_argnames_beside_argnums_leaves_keyword_uses_traced(traces)
     assert traces.n == 1  # y by keyword is an input: one trace for all its values
 
 
+def test_cache_size_counts_compiled_variants_as_jax_jits_does(traces):
+    def f(x, flag):
+        traces()
+        return x * 2 if flag else x
+
+    stock, ours = jax.jit(f, static_argnums=1), stable_jit(f, static_argnums=1)
+    assert ours._cache_size() == stock._cache_size() == 0
+    for flag in (True, True, False):
+        assert ours(jnp.arange(3.0), flag).tolist() == stock(jnp.arange(3.0), flag).tolist()
+    assert ours._cache_size() == stock._cache_size() == 2
+    assert traces.n == 4  # two variants, each traced once by each
+
+
 def test_under_disable_jit_each_call_runs_the_python_body_once():
     runs = []
 

@@ -1,10 +1,13 @@
 """stable(fn): closures as pytrees, so JAX's own caches hit by structure."""
 
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.extend.core import jaxpr_as_fun
 
 from stablejit import StableFunction, stable, stable_jit
 
@@ -144,3 +147,23 @@ def test_the_structure_keeps_no_array_alive():
 def test_not_callable_is_a_type_error():
     with pytest.raises(TypeError, match="stable expects a callable"):
         stable(3)
+
+
+def test_a_closed_jaxpr_is_never_changed_by_a_trace(traces):
+    # JAX caches what it derives from a ClosedJaxpr by identity: its lifted
+    # constants reach the trace in a copy, so no tracer is ever left in it.
+    seen = []
+    offset = jnp.full(2, 3.0)
+    closed = jax.make_jaxpr(lambda x: x * 2.0 + offset)(jnp.ones(2))
+    consts = list(closed.consts)
+    original = weakref.ref(closed)  # a way to the object itself, not its substitute
+
+    def f(x):
+        traces()
+        seen.append(any(isinstance(c, jax.core.Tracer) for c in original().consts))
+        return jaxpr_as_fun(closed)(x)[0]
+
+    for _ in range(2):
+        np.testing.assert_array_equal(stable_jit(f)(jnp.ones(2)), [5.0, 5.0])
+        assert all(a is b for a, b in zip(closed.consts, consts, strict=True))
+    assert consts and seen == [False] and traces.n == 1

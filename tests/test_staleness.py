@@ -375,3 +375,44 @@ def test_values_a_pytree_flatten_makes_are_not_mistaken_for_earlier_ones(traces)
     np.testing.assert_allclose(run([_Scaled(1.0), _Scaled(5.0), _Scaled(7.0)], x), x * 13)
     np.testing.assert_allclose(run([_Scaled(1.0), _Scaled(5.0), _Scaled(9.0)], x), x * 15)
     assert traces.n == 2
+
+
+class _Scaled:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _reading_through(proxy):
+    return stable_jit(lambda x: x * proxy.scale)
+
+
+def test_a_weak_proxy_is_keyed_by_what_it_stands_for():
+    import weakref
+
+    a, b = _Scaled(2.0), _Scaled(5.0)
+    x = jnp.ones(2)
+    np.testing.assert_array_equal(_reading_through(weakref.proxy(a))(x), x * 2.0)
+    # Another object, then the first one changed: both seen, where every proxy
+    # once had one key (no __dict__ of its own to read).
+    np.testing.assert_array_equal(_reading_through(weakref.proxy(b))(x), x * 5.0)
+    a.scale = 3.0
+    np.testing.assert_array_equal(_reading_through(weakref.proxy(a))(x), x * 3.0)
+
+
+def test_arrays_behind_a_weak_proxy_are_lifted(traces):
+    import weakref
+
+    def run(holder):
+        proxy = weakref.proxy(holder)
+
+        def f(x):
+            traces()
+            return x * proxy.scale
+
+        return stable_jit(f)(jnp.ones(2))
+
+    for value in (3.0, 4.0):
+        holder = _Scaled(jnp.full(2, value))
+        stock = jax.jit(lambda x, s: x * s)(jnp.ones(2), holder.scale)
+        np.testing.assert_array_equal(run(holder), stock)
+    assert traces.n == 1  # the array is an input: one trace for both

@@ -1,6 +1,7 @@
 """Static arguments are keyed by structure, like what a function closes over."""
 
 import dataclasses
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -254,3 +255,88 @@ def test_the_switch_to_arguments_by_structure_also_serves_functions_with_static_
         w = state.w
     np.testing.assert_array_equal(w, [48.0, 48.0])
     assert len(traces) == 2  # the first state, then the retrace that switched, made by structure
+
+
+def _node_class():
+    """A pytree node class defined locally that cloudpickle cannot pickle by
+    value (a lock among its class attributes), as an equinox Module's class."""
+
+    @jax.tree_util.register_pytree_node_class
+    class Node:
+        lock = threading.Lock()
+
+        def __init__(self, scale, offset):
+            self.scale, self.offset = scale, offset
+
+        def __call__(self, x):
+            return x * self.scale + self.offset
+
+        def tree_flatten(self):
+            return (self.scale,), self.offset
+
+        @classmethod
+        def tree_unflatten(cls, offset, children):
+            return cls(children[0], offset)
+
+    return Node
+
+
+def test_a_pytree_structure_as_a_static_argument_is_keyed_by_its_nodes(traces):
+    # What equinox's filter_jit does: the structure static, the leaves traced,
+    # both flattened afresh for each call.
+    def apply(leaves, structure, x):
+        traces()
+        return jax.tree_util.tree_unflatten(structure, leaves)(x)
+
+    Node = _node_class()
+    stock = jax.jit(apply, static_argnums=1)
+    ours = stable_jit(apply, static_argnums=1)
+    x = jnp.ones(2)
+    for offset in (1.0, 1.0, 2.0, 2.0):
+        leaves, structure = jax.tree_util.tree_flatten(Node(jnp.float32(3.0), offset))
+        expected = stock(leaves, structure, x)
+        np.testing.assert_array_equal(ours(leaves, structure, x), expected)
+        np.testing.assert_array_equal(expected, x * 3.0 + offset)
+    # Once per offset for each, as stock: equal structures, not the same object.
+    assert traces.n == 4
+
+
+def _method_holder():
+    """A node whose metadata holds a function that counts its traces, as
+    equinox's filter_jit of a bound method holds the method."""
+    calls = 0
+
+    def method(x):
+        nonlocal calls
+        calls += 1  # a trace counter: left out of the key where the walk meets it
+        return x + 1
+
+    return method
+
+
+def test_a_trace_counter_in_a_structures_metadata_does_not_retrace(traces):
+    def apply(leaves, structure, x):
+        traces()
+        (fn,) = jax.tree_util.tree_unflatten(structure, leaves)
+        return fn(x)
+
+    ours = stable_jit(apply, static_argnums=1)
+    method = _method_holder()
+    for _ in range(3):
+        leaves, structure = jax.tree_util.tree_flatten((jax.tree_util.Partial(method),))
+        np.testing.assert_array_equal(ours(leaves, structure, jnp.ones(2)), [2.0, 2.0])
+    assert traces.n == 1
+
+
+def test_an_array_in_a_structures_metadata_is_lifted(traces):
+    def apply(leaves, structure, x):
+        traces()
+        node = jax.tree_util.tree_unflatten(structure, leaves)
+        return x * node.scale + node.offset
+
+    Node = _node_class()
+    ours = stable_jit(apply, static_argnums=1)
+    for offset in (1.0, 2.0):
+        leaves, structure = jax.tree_util.tree_flatten(Node(jnp.float32(3.0), jnp.full(2, offset)))
+        np.testing.assert_array_equal(ours(leaves, structure, jnp.ones(2)), 3.0 + offset)
+    assert traces.n == 1  # the metadata's array is an input, as the leaves are

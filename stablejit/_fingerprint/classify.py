@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +24,9 @@ from jax.extend import core as _ext_core
 from .. import _native
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
-from .containers import Dict, List, Pytree, Set, Tuple, is_pytree_node
+from .containers import Dict, List, Pytree, Set, TreeDef, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
-from .objects import Object, plain_kind
+from .objects import PROXY, CopiedObject, Object, plain_kind
 from .values import (
     Complex,
     Constant,
@@ -68,6 +69,9 @@ for _cls, _kind in {
     range: VALUE,
     type(jax.jit(lambda x: x)): Jitted(),
     Sentinel: IDENTITY,
+    type(jax.tree_util.tree_structure(0)): TreeDef(),
+    weakref.ProxyType: PROXY,
+    weakref.CallableProxyType: PROXY,
 }.items():
     register_kind(_cls, _kind)
 if _native.NATIVE is not None:
@@ -122,6 +126,9 @@ LIBRARY_KINDS: dict[str, Kind | Callable[[type], Kind]] = {
     # under another: a new object per trace (every jax.grad), never an input
     # to the computation.
     "jax._src.core.OpaqueTraceState": Constant(),
+    # Immutable to JAX, which caches what it derives from one by identity:
+    # its lifted constants are substituted in a copy (see CopiedObject).
+    "jax._src.core.ClosedJaxpr": CopiedObject,
     # transformers stores hash(config), which PYTHONHASHSEED changes, to tell
     # later whether the user edited the config: keyed by that meaning, so a
     # model's key is the same in every process (persistent mode).

@@ -334,3 +334,50 @@ def items_guard(v: tuple, item_keys: tuple, records):
     """A tuple of ``v``'s type whose items fit the guards of ``v``'s items."""
     items = item_guards(v, item_keys, records)
     return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items)
+
+
+class TreeDef(Kind):
+    """A pytree's structure (``jax.tree_util.PyTreeDef``): its nodes' types by
+    identity and their metadata walked, node by node, as the walk keys them
+    anywhere else (a function there is keyed by structure, a trace counter
+    it writes left out, an array lifted).
+
+    Libraries pass structures to ``jax.jit`` as static arguments, flattened
+    afresh for each call (equinox's ``filter_jit`` passes the static half of
+    its arguments so). As an object with no readable state, a structure was
+    hashed through cloudpickle, which pickles a locally defined node class by
+    value and fails on one it cannot (an equinox Module's): keyed by
+    identity then, every call's new structure traced again where jax.jit,
+    comparing structures by equality, hit.
+    """
+
+    name = "pytree structure"
+
+    def key(self, w, v):
+        return (type(v), self._node(w, v))
+
+    def _node(self, w, v):
+        data = v.node_data()  # (node type, metadata); None for a leaf
+        if data is None:
+            return None
+        return (w.walk(data), tuple([self._node(w, c) for c in v.children()]))
+
+    def rebuild(self, r, v, i):
+        # Only for metadata holding an array: the nodes rebuilt in the key's
+        # order (each node's metadata, then its children), around the new
+        # metadata where it changed.
+        data = v.node_data()
+        if data is None:
+            return v
+        new = r.walk(data)
+        children = v.children()
+        rebuilt = [self.rebuild(r, c, i) for c in children]
+        if new is data and all(n is c for n, c in zip(rebuilt, children, strict=True)):
+            return v
+        from jax._src.tree_util import default_registry
+
+        return type(v).from_node_data_and_children(default_registry, new, rebuilt)
+
+    def children(self, w, v):
+        data = v.node_data()
+        return [] if data is None else [("node", data)]

@@ -26,7 +26,8 @@ from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
 from .containers import Dict, List, Pytree, Set, TreeDef, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
-from .objects import PROXY, CopiedObject, Object, plain_kind
+from .objects import CopiedObject, Object, plain_kind
+from .proxies import PROXY
 from .values import (
     Complex,
     Constant,

@@ -376,7 +376,13 @@ class TreeDef(Kind):
             return v
         from jax._src.tree_util import default_registry
 
-        return type(v).from_node_data_and_children(default_registry, new, rebuilt)
+        make = getattr(type(v), "from_node_data_and_children", None)
+        if make is None:  # (JAX before 0.7: as _with_node_data says)
+            raise TypeError(
+                "stablejit cannot lift the arrays held in a pytree structure's metadata on "
+                "this JAX (PyTreeDef.from_node_data_and_children is missing)"
+            )
+        return make(default_registry, new, rebuilt)
 
     def children(self, w, v):
         data = v.node_data()

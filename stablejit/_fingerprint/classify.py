@@ -129,7 +129,8 @@ LIBRARY_KINDS: dict[str, Kind | Callable[[type], Kind]] = {
     "jax._src.core.OpaqueTraceState": Constant(),
     # Immutable to JAX, which caches what it derives from one by identity:
     # its lifted constants are substituted in a copy (see CopiedObject).
-    "jax._src.core.ClosedJaxpr": CopiedObject,
+    # (Named where this JAX defines it: jax._src.core until 0.11, elsewhere since.)
+    f"{_ext_core.ClosedJaxpr.__module__}.{_ext_core.ClosedJaxpr.__qualname__}": CopiedObject,
     # transformers stores hash(config), which PYTHONHASHSEED changes, to tell
     # later whether the user edited the config: keyed by that meaning, so a
     # model's key is the same in every process (persistent mode).

@@ -36,6 +36,28 @@ def _helper(x):
     return x + 1
 
 
+OFFSET = 1.0
+
+
+class Scaled:
+    """A user class whose contents a trace reads: a class attribute, a
+    container, a property reading a global, a staticmethod."""
+
+    factor = 2.0
+    table = [1.0]
+
+    @property
+    def offset(self):
+        return OFFSET
+
+    @staticmethod
+    def twice(x):
+        return x * 2
+
+    def __call__(self, x):
+        return self.twice(x) * self.factor + self.offset + sum(self.table)
+
+
 def _closures():
     """Functions whose children are of every kind of guard, each with a way to call it."""
     w = jnp.arange(3.0)
@@ -88,7 +110,15 @@ def _closures():
 
         return f
 
-    return [atoms(), containers(1.0), functions(), constant()]
+    def classes():
+        def f(x):
+            count_trace()
+            return model(x) + cls.factor
+
+        model, cls = Scaled(), Scaled
+        return f
+
+    return [atoms(), containers(1.0), functions(), constant(), classes()]
 
 
 def _built(f):
@@ -123,12 +153,15 @@ def _kinds(record):
     def visit(g):
         if type(g) in guards.GUARD_TYPES:
             out.add(type(g))
-            for child in getattr(g, "items", ()):
+            for child in (*getattr(g, "items", ()), *getattr(g, "guards", ())):
                 visit(child)
             if type(g) is container_guards.ObjectGuard:
                 visit(g.state)
             if type(g) is guards.FunctionGuard:
                 out.update(_kinds(g.record))
+            state = getattr(g, "state", None) or getattr(g, "cls_state", None)
+            for _, child in getattr(state, "deep", None) or ():
+                visit(child)
 
     for _, g in record.globals:
         visit(g)
@@ -201,7 +234,7 @@ def test_a_native_spec_made_wrong_is_caught(monkeypatch):
     monkeypatch.setattr(
         container_guards.TupleGuard,
         "spec",
-        lambda self, s: (self.mark, tuple, s.items(self.items)),  # a plain tuple's type
+        lambda self, s: (self.mark, tuple, s.items(self.items), None),  # a plain tuple's type
     )
     with pytest.raises(_agreement.Disagreement, match="native"):
         _agreement.agree(record, f.__code__, _over(Point(1.0, 2.0)))

@@ -107,6 +107,25 @@ def test_objects_whose_eq_and_hash_raise_are_walked_not_hashed(traces):
     assert traces.n == 1
 
 
+def test_explaining_the_retrace_of_an_object_whose_eq_raises_does_not_raise(explained):
+    class Bound:
+        def __init__(self, w):
+            self.w = w
+
+        def __eq__(self, other):  # (inspect.signature compares callables with it)
+            raise RuntimeError("no comparisons")
+
+        __hash__ = object.__hash__
+
+        def __call__(self, x):
+            return x * self.w
+
+    f = stable_jit(Bound(jnp.full(1, 2.0)))
+    for n in (1, 2):  # a new shape: a retrace of the entry, explained
+        np.testing.assert_array_equal(f(jnp.ones(n)), [2.0] * n)
+    assert any("retraced" in m for m in explained())
+
+
 def test_decorated_method_binds_self_structurally(traces):
     class Layer:
         def __init__(self, w):

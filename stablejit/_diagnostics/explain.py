@@ -220,7 +220,7 @@ def _parameters_of(entry) -> list[str]:
         return []
     try:
         params = inspect.signature(owner).parameters.values()
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - inspect compares callable objects with their own __eq__
         return []
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return [p.name for p in params if p.kind in positional]

@@ -24,6 +24,7 @@ from jax.extend import core as _ext_core
 from .. import _native
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
+from .classes import ClassKind, Descriptor
 from .containers import Dict, List, Pytree, Set, TreeDef, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
 from .objects import CopiedObject, Object, plain_kind
@@ -73,6 +74,11 @@ for _cls, _kind in {
     type(jax.tree_util.tree_structure(0)): TreeDef(),
     weakref.ProxyType: PROXY,
     weakref.CallableProxyType: PROXY,
+    type: ClassKind(IDENTITY),
+    property: Descriptor(("fget", "fset", "fdel")),
+    staticmethod: Descriptor(("__func__",)),
+    classmethod: Descriptor(("__func__",)),
+    functools.cached_property: Descriptor(("func",)),
 }.items():
     register_kind(_cls, _kind)
 if _native.NATIVE is not None:
@@ -91,6 +97,8 @@ _IDENTITY_BASES = (
     types.MethodWrapperType,
     types.MethodDescriptorType,
     types.ClassMethodDescriptorType,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
     np.ufunc,
     _ext_core.Primitive,
 )
@@ -185,6 +193,8 @@ def classify(v: Any) -> Kind:
         kind = LEAF_KIND
     elif issubclass(cls, np.generic):
         kind = NumpyScalar()
+    elif issubclass(cls, type):  # a metaclass: its classes may be user classes
+        kind = ClassKind(IDENTITY if eq_is_identity(cls) else IDENTITY_REF)
     elif issubclass(cls, _IDENTITY_BASES):
         kind = IDENTITY if eq_is_identity(cls) else IDENTITY_REF
     elif issubclass(cls, _VALUE_BASES):

@@ -15,6 +15,7 @@ from itertools import chain, count
 
 from .. import _native
 from .._markers import sentinel
+from .class_guards import class_check
 from .guards import ANY_ARRAY, GUARD_TYPES, Guard, fresh, guard_fits
 from .kind import LEAF_TYPES, TABLE
 
@@ -75,11 +76,13 @@ class _Objects:
     (types, sizes, then every name and value by identity), instead of an
     object at a time; with the C accelerator built, in one pass of C."""
 
-    __slots__ = ("types", "kinds", "sizes", "names", "values")
+    __slots__ = ("types", "kinds", "states", "sizes", "names", "values")
 
     def __init__(self, items):
         self.types = [x.cls for x in items]
         self.kinds = tuple({x.cls: x.kind for x in items}.items())
+        # User classes' states (see .classes), each re-checked once for all its objects.
+        self.states = tuple({x.cls: x.cls_state for x in items if x.cls_state}.values())
         self.sizes = tuple(len(x.state.keys) for x in items)
         self.names = tuple(chain.from_iterable(x.state.keys for x in items))
         self.values = tuple(chain.from_iterable(x.state.items for x in items))
@@ -95,6 +98,9 @@ class _Objects:
                 return False
             if cls.__getattribute__ is not get_attr:
                 return None  # _DICT would not read the real __dict__: object by object
+        for state in self.states:
+            if not state.holds(sinks):
+                return False
         if _native.NATIVE is not None:
             return _native.NATIVE.objects_fit(
                 objs, self.types, self.sizes, self.names, self.values, sinks, seen
@@ -158,24 +164,29 @@ def all_fresh(ids: list, sinks, seen) -> bool:
 
 class TupleGuard(_Items):
     """A tuple or NamedTuple of this type whose items fit these guards (a
-    tuple is not numbered, but its items may be)."""
+    tuple is not numbered, but its items may be); for a user NamedTuple, the
+    class's state (see :mod:`.classes`) still holding."""
 
-    __slots__ = ("type",)
+    __slots__ = ("type", "cls_state")
     numbers = True
     native = "tuple"
 
-    def __init__(self, tp, items):
+    def __init__(self, tp, items, cls_state=None):
         super().__init__(items)
-        self.type = tp
+        self.type, self.cls_state = tp, cls_state
 
     def fits(self, v, leaves, sinks, seen) -> bool:
         if type(v) is not self.type or len(v) != len(self.items):
+            return False
+        if self.cls_state is not None and not self.cls_state.holds(sinks):
             return False
         return self.items_fit(v, leaves, sinks, seen)
 
     def emit(self, w, i, v):
         n = len(self.items)
         w.fail_if(i, f"type({v}) is not {w.const(self.type)} or len({v}) != {n}")
+        if self.cls_state is not None:
+            w.fail_if(i, f"not {w.const(self.cls_state)}.holds(sinks)")
         w.items(i, self, v, [f"{v}[{k}]" for k in range(n)])
 
     def spec(self, s):
@@ -183,7 +194,8 @@ class TupleGuard(_Items):
         # that iterates otherwise is left to Python.
         if self.type.__iter__ is not tuple.__iter__ or self.type.__len__ is not tuple.__len__:
             raise s.refused
-        return (self.mark, self.type, s.items(self.items))
+        check = None if self.cls_state is None else class_check(self.cls_state, s)
+        return (self.mark, self.type, s.items(self.items), check)
 
 
 class ListGuard(_Items):
@@ -249,18 +261,21 @@ class DictGuard(_Items):
 
 class ObjectGuard(Guard):
     """An instance of this class, still of this kind, whose ``__dict__``
-    fits this DictGuard (an HF logits processor, a config object)."""
+    fits this DictGuard (an HF logits processor, a config object); for a
+    user class, the class's state (see :mod:`.classes`) still holding."""
 
-    __slots__ = ("cls", "kind", "state")
+    __slots__ = ("cls", "kind", "state", "cls_state")
     numbers = True
     native = "object"
 
-    def __init__(self, cls, kind, state):
-        self.cls, self.kind, self.state = cls, kind, state
+    def __init__(self, cls, kind, state, cls_state=None):
+        self.cls, self.kind, self.state, self.cls_state = cls, kind, state, cls_state
 
     def fits(self, v, leaves, sinks, seen) -> bool:
         cls = self.cls
         if type(v) is not cls or id(v) in seen or TABLE.get(cls) is not self.kind:
+            return False
+        if self.cls_state is not None and not self.cls_state.holds(sinks):
             return False
         seen[id(v)] = len(seen)
         return self.state.fits(get_attr(v, "__dict__"), leaves, sinks, seen)
@@ -268,10 +283,13 @@ class ObjectGuard(Guard):
     def emit(self, w, i, v):
         cls = w.const(self.cls)
         w.fail_if(i, f"type({v}) is not {cls} or _TABLE.get({cls}) is not {w.const(self.kind)}")
+        if self.cls_state is not None:
+            w.fail_if(i, f"not {w.const(self.cls_state)}.holds(sinks)")
         w.fresh(i, v, container=False)
         d = w.var()
         w.line(i, f"{d} = {w.const(get_attr)}({v}, '__dict__')")
         self.state.emit(w, i, d)
 
     def spec(self, s):
-        return (self.mark, self.cls, self.kind, s.value(self.state))
+        check = None if self.cls_state is None else class_check(self.cls_state, s)
+        return (self.mark, self.cls, self.kind, s.value(self.state), check)

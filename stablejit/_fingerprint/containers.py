@@ -10,6 +10,7 @@ import operator
 
 import jax
 
+from .classes import class_key, is_user_class, type_state
 from .container_guards import DictGuard, ListGuard, TupleGuard
 from .kind import NO_GUARD, Kind, keys, ref_key
 from .objects import attributes, not_a_pytree
@@ -189,7 +190,9 @@ class Pytree(Kind):
         node_type, aux = treedef.node_data()
         if aux is v:
             return (node_type, _StaticNode(v)) if _hashable(v) else not_a_pytree(v).key(w, v)
-        return (node_type, w.walk(aux), keys(w, children))
+        # (A user class by its contents too: its methods are what a trace calls.)
+        node = class_key(w, node_type) if is_user_class(node_type) else node_type
+        return (node, w.walk(aux), keys(w, children))
 
     def rebuild(self, r, v, i):
         try:
@@ -248,7 +251,10 @@ class Pytree(Kind):
         if len(k) == 2 and type(k[1]) is _StaticNode and k[1].value is v:
             return v
         # A NamedTuple (optax's states and transforms) as a tuple of its items.
-        return items_guard(v, k[2], records) if _is_namedtuple(v) else NO_GUARD
+        if not _is_namedtuple(v):
+            return NO_GUARD
+        items = item_guards(v, k[2], records)
+        return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items, type_state(k[0]))
 
 
 class _StaticNode:

@@ -62,10 +62,13 @@ class Walker(Protocol):
     records: dict[int, Any]
     static: bool
     exact: bool
+    sees_classes: bool
 
     def walk(self, v: Any) -> Any: ...
 
     def enter(self, v: Any) -> tuple | None: ...
+
+    def fresh(self) -> Walker: ...
 
 
 class Rebuilder(Protocol):

@@ -21,6 +21,7 @@ import xxhash
 
 from .._markers import IdRef
 from .._registry import Memo
+from .classes import class_key, type_state
 from .container_guards import DictGuard, ObjectGuard
 from .kind import MISSING, NO_GUARD, TABLE, Kind, keys
 from .places import ATTR, ITEM
@@ -43,7 +44,7 @@ class Subclass(Kind):
 
     def key(self, w, v):
         d = object.__getattribute__(v, "__dict__") if self.has_dict else None
-        return (IdRef(type(v)), self.base.key(w, v), w.walk(d) if d else None)
+        return (class_key(w, type(v)), self.base.key(w, v), w.walk(d) if d else None)
 
     def children(self, w, v):
         d = object.__getattribute__(v, "__dict__") if self.has_dict else {}
@@ -155,12 +156,13 @@ class Object(Kind):
             return ref
         d, pairs, slots = self._attrs(w, v)
         walk = w.walk
+        cls = class_key(w, type(v))
         if pairs is None:
-            return (IdRef(type(v)), walk(d), tuple([walk(s) for s in slots]))
+            return (cls, walk(d), tuple([walk(s) for s in slots]))
         state = (tuple([k for k, _ in pairs]), keys(w, [x for _, x in pairs]))
         if sink_of(w, d):
             state += (sink_key(d),)
-        return (IdRef(type(v)), state, tuple([walk(s) for s in slots]))
+        return (cls, state, tuple([walk(s) for s in slots]))
 
     def children(self, w, v):
         d, pairs, slots = self._attrs(w, v)
@@ -194,7 +196,9 @@ class Object(Kind):
         ):
             return NO_GUARD
         state = guard_of(object.__getattribute__(v, "__dict__"), k[1], records)
-        return ObjectGuard(type(v), self, state) if type(state) is DictGuard else NO_GUARD
+        if type(state) is not DictGuard:
+            return NO_GUARD
+        return ObjectGuard(type(v), self, state, type_state(k[0]))
 
     def rebuild(self, r, v, i):
         d, pairs, slots = self._attrs(r, v)
@@ -343,7 +347,7 @@ class OwnEquality(Kind):
             except Exception:  # noqa: BLE001 - a failing __hash__: not a key after all
                 pass
             else:
-                return (IdRef(type(v)), v)
+                return (class_key(w, type(v)), v)
         return self.state.key(w, v)
 
     def rebuild(self, r, v, i):

@@ -49,6 +49,7 @@ class Snapshot:
         class _Recorder(KeyWalker):
             __slots__ = ()
             exact = False
+            sees_classes = True
 
             def walk(self, v):
                 outer, current[0] = current[0], v

@@ -38,6 +38,11 @@ class KeyWalker:
     take shortcuts; walks that watch each visit, or that lift the numbers of
     named variables, set it False."""
 
+    sees_classes = False
+    """Whether this walk must visit what user classes hold, which keys take
+    from a walk of their own (see .classes): the snapshot of what a trace
+    writes, whose visits are what it watches, sets it."""
+
     def __init__(self, lift: Lift = None):
         self.leaves: list = []
         self.seen: dict[int, int] = {}
@@ -61,6 +66,12 @@ class KeyWalker:
 
     def walk(self, v: Any):
         return (KEYS.get(type(v)) or key_of(v))(self, v)
+
+    @staticmethod
+    def fresh() -> KeyWalker:
+        """A new plain key walk, for a part keyed on its own (a class's
+        contents, see .classes), whatever walk meets it."""
+        return KeyWalker(None)
 
     def enter(self, v) -> tuple | None:
         """Called by kinds that can form cycles: a back reference, or None.

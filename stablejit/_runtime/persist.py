@@ -44,6 +44,7 @@ import jaxlib
 import numpy as np
 
 from .._config import config
+from .._fingerprint.classes import ClassKey
 from .._fingerprint.code import is_library_file
 from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE, float_key
 from .._fingerprint.sinks import SINK
@@ -167,6 +168,8 @@ def _spell(v) -> Any:
         return ("s", _SENTINELS[id(v)])
     if t is frozenset:
         return ("fs", *sorted((_spell(x) for x in v), key=repr))
+    if t is ClassKey:  # a user class: by name and contents
+        return ("class", _qualified(v.cls), _spell(v.content))
     if t is IdRef:
         if isinstance(v.obj, type):
             return ("type", _qualified(v.obj))

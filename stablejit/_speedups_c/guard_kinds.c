@@ -8,15 +8,6 @@
  * A new kind is its two functions here and its line in the table. */
 #include "match.h"
 
-static int
-invalid(const char *what)
-{
-    PyErr_Format(PyExc_ValueError, "RecordCall: malformed guard spec: %s", what);
-    return 0;
-}
-
-#define ITEM(spec, i) PyTuple_GET_ITEM(spec, i)
-
 /* Places in the table below: a RecordCall's top spec is a function's, and
  * an object's __dict__ spec a dict's. */
 #define DICT_KIND 0
@@ -45,7 +36,7 @@ static int
 valid_items(Shape *s, PyObject *items)
 {
     if (!PyTuple_CheckExact(items))
-        return invalid("item specs are not a tuple");
+        return sj_invalid("item specs are not a tuple");
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
         if (!sj_valid(s, ITEM(items, i), 0))
             return 0;
@@ -142,7 +133,7 @@ function_valid(Shape *s, PyObject *spec)
     if (!PyLong_CheckExact(ITEM(spec, 2)) || !PyLong_CheckExact(ITEM(spec, 3)) ||
         !PyTuple_CheckExact(names) || !PyTuple_CheckExact(gspecs) ||
         PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(gspecs))
-        return invalid("a function spec's ids, names or global specs");
+        return sj_invalid("a function spec's ids, names or global specs");
     return valid_items(s, gspecs) && valid_items(s, ITEM(spec, 8));
 }
 
@@ -178,18 +169,21 @@ dict_valid(Shape *s, PyObject *spec)
     s->met++;
     if (!PyTuple_CheckExact(keys) || !PyTuple_CheckExact(items) ||
         PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(items))
-        return invalid("a dict spec's keys and items");
+        return sj_invalid("a dict spec's keys and items");
     return valid_items(s, items);
 }
 
-/* -- tuple: (mark, type, item specs): TupleGuard (a tuple is not numbered) */
+/* -- tuple: (mark, type, item specs, class check): TupleGuard (a tuple is
+ *    not numbered) ---------------------------------------------------------- */
 
 static int
 tuple_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
 {
-    PyObject *items = ITEM(spec, 2);
+    PyObject *items = ITEM(spec, 2), *check = ITEM(spec, 3);
     return (PyObject *)Py_TYPE(v) == ITEM(spec, 1) &&
-           PyTuple_GET_SIZE(v) == PyTuple_GET_SIZE(items) && items_fit(g, v, items, t);
+           PyTuple_GET_SIZE(v) == PyTuple_GET_SIZE(items) &&
+           (check == Py_None || sj_class_holds(g, check, 0, t, sj_fits)) &&
+           items_fit(g, v, items, t);
 }
 
 static int
@@ -197,8 +191,9 @@ tuple_valid(Shape *s, PyObject *spec)
 {
     PyObject *tp = ITEM(spec, 1);
     if (!PyType_Check(tp) || !PyType_IsSubtype((PyTypeObject *)tp, &PyTuple_Type))
-        return invalid("a tuple spec's type is no tuple type");
-    return valid_items(s, ITEM(spec, 2));
+        return sj_invalid("a tuple spec's type is no tuple type");
+    return sj_valid_optional_class_check(s, ITEM(spec, 3), sj_valid) &&
+           valid_items(s, ITEM(spec, 2));
 }
 
 /* -- list: (mark, item specs): ListGuard ---------------------------------- */
@@ -230,10 +225,51 @@ ref_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
 static int
 ref_valid(Shape *s, PyObject *spec)
 {
-    return PyLong_CheckExact(ITEM(spec, 1)) || invalid("a back reference's number");
+    return PyLong_CheckExact(ITEM(spec, 1)) || sj_invalid("a back reference's number");
 }
 
-/* -- object: (mark, class, kind, dict spec): ObjectGuard ------------------ */
+/* -- class: (mark, class, state, holds, deep): ClassGuard, class_checks.c */
+
+static int
+class_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
+{
+    return v == ITEM(spec, 1) && sj_class_holds(g, spec, 1, t, sj_fits);
+}
+
+static int
+class_valid(Shape *s, PyObject *spec)
+{
+    return sj_valid_class_check(s, spec, 1, sj_valid);
+}
+
+/* -- descriptor: (mark, type, names, specs): DescriptorGuard ------------- */
+
+static int
+descriptor_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
+{
+    PyObject *names = ITEM(spec, 2), *specs = ITEM(spec, 3);
+    int ok = (PyObject *)Py_TYPE(v) == ITEM(spec, 1);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(names); i++) {
+        /* (The standard descriptors' own getters: no Python code runs.) */
+        PyObject *x = PyObject_GetAttr(v, ITEM(names, i));
+        ok = x != NULL && sj_fits(g, x, ITEM(specs, i), t);
+        Py_XDECREF(x);
+    }
+    PyErr_Clear();
+    return ok;
+}
+
+static int
+descriptor_valid(Shape *s, PyObject *spec)
+{
+    PyObject *names = ITEM(spec, 2), *specs = ITEM(spec, 3);
+    if (!PyType_Check(ITEM(spec, 1)) || !PyTuple_CheckExact(names) ||
+        !PyTuple_CheckExact(specs) || PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(specs))
+        return sj_invalid("a descriptor spec's type, names or specs");
+    return valid_items(s, specs);
+}
+
+/* -- object: (mark, class, kind, dict spec, class check): ObjectGuard ----- */
 
 /* An object of the class, its kind unchanged, numbered, whose __dict__ (as
  * object.__getattribute__ reads it) fits the dict spec. */
@@ -243,10 +279,13 @@ object_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
     if ((PyObject *)Py_TYPE(v) != ITEM(spec, 1))
         return 0;
     PyObject *kind = PyDict_GetItemWithError(g->table, ITEM(spec, 1));
-    if (kind != ITEM(spec, 2) || !sj_number(t, v)) {
+    if (kind != ITEM(spec, 2)) {
         PyErr_Clear();
         return 0;
     }
+    PyObject *check = ITEM(spec, 4);
+    if ((check != Py_None && !sj_class_holds(g, check, 0, t, sj_fits)) || !sj_number(t, v))
+        return 0;
     /* Held while it is numbered (met before compares addresses). */
     Py_INCREF(v);
     PyObject *d = sj_dict_of(v);
@@ -265,8 +304,8 @@ object_valid(Shape *s, PyObject *spec)
     s->met++; /* and its __dict__, as a dict spec */
     if (!PyType_Check(ITEM(spec, 1)) || !PyTuple_CheckExact(d) || PyTuple_GET_SIZE(d) != 3 ||
         ITEM(d, 0) != s->marks[DICT_KIND])
-        return invalid("an object spec's class or dict spec");
-    return sj_valid(s, d, 0);
+        return sj_invalid("an object spec's class or dict spec");
+    return sj_valid_optional_class_check(s, ITEM(spec, 4), sj_valid) && sj_valid(s, d, 0);
 }
 
 /* -- lifted: (mark, type): LiftedGuard ------------------------------------ */
@@ -281,7 +320,7 @@ static int
 lifted_valid(Shape *s, PyObject *spec)
 {
     s->leaves++;
-    return PyType_Check(ITEM(spec, 1)) || invalid("a lifted spec's type");
+    return PyType_Check(ITEM(spec, 1)) || sj_invalid("a lifted spec's type");
 }
 
 /* -- the table ------------------------------------------------------------ */
@@ -289,11 +328,13 @@ lifted_valid(Shape *s, PyObject *spec)
 const GuardKind sj_guard_kinds[] = {
     {"dict", 3, dict_fits, dict_valid}, /* first: the commonest, met first by the dispatch */
     {"function", 9, function_fits, function_valid},
-    {"tuple", 3, tuple_fits, tuple_valid},
+    {"tuple", 4, tuple_fits, tuple_valid},
     {"list", 2, list_fits, list_valid},
     {"back reference", 2, ref_fits, ref_valid},
-    {"object", 4, object_fits, object_valid},
+    {"object", 5, object_fits, object_valid},
     {"lifted", 2, lifted_fits, lifted_valid},
+    {"class", 5, class_fits, class_valid},
+    {"descriptor", 4, descriptor_fits, descriptor_valid},
 };
 const int sj_n_guard_kinds = sizeof(sj_guard_kinds) / sizeof(sj_guard_kinds[0]);
 
@@ -333,7 +374,7 @@ sj_valid(Shape *s, PyObject *spec, int function)
 {
     if (!marked(spec, s->marks[0])) {
         if (function)
-            return invalid("the top is not a function spec");
+            return sj_invalid("the top is not a function spec");
         s->leaves += spec == s->any_array; /* else the very object or an atom */
         return 1;
     }
@@ -341,11 +382,11 @@ sj_valid(Shape *s, PyObject *spec, int function)
     while (i < sj_n_guard_kinds && ITEM(spec, 0) != s->marks[i])
         i++;
     if (i == sj_n_guard_kinds)
-        return invalid("an unknown mark");
+        return sj_invalid("an unknown mark");
     if (function && i != FUNCTION_KIND)
-        return invalid("the top is not a function spec");
+        return sj_invalid("the top is not a function spec");
     if (PyTuple_GET_SIZE(spec) != sj_guard_kinds[i].size)
-        return invalid("the wrong number of items for its kind");
+        return sj_invalid("the wrong number of items for its kind");
     if (Py_EnterRecursiveCall(" in RecordCall's guard spec check"))
         return 0;
     int ok = sj_guard_kinds[i].valid(s, spec);

@@ -2,13 +2,24 @@
  * numbers, the arrays it takes, and the same atom. The C twins of the
  * fingerprint's guards.fresh, same_atom (whose float rule is kind.float_key)
  * and same_defaults; tests/test_agreement.py proves them to agree. Inline,
- * for guard_kinds.c alone: a check calls them for every item it meets. */
+ * for the checks of guard_kinds.c and class_checks.c: a check calls them
+ * for every item it meets. */
 #ifndef STABLEJIT_MATCH_H
 #define STABLEJIT_MATCH_H
 
 #include "record_call.h"
 
 #include <math.h>
+
+#define ITEM(spec, i) PyTuple_GET_ITEM(spec, i)
+
+/* A malformed guard spec: 0, with a ValueError naming what is wrong. */
+static inline int
+sj_invalid(const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "RecordCall: malformed guard spec: %s", what);
+    return 0;
+}
 
 /* -- numbering ------------------------------------------------------------ */
 

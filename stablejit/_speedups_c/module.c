@@ -22,7 +22,31 @@ publish_sinks(PyObject *module, PyObject *sinks)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+type_tag(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "type_tag: not a class");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!PyUnstable_Type_AssignVersionTag(tp))
+        return PyLong_FromLong(0);
+#else
+    /* A lookup through the type cache assigns a tag where none is. */
+    static PyObject *name = NULL;
+    if (name == NULL && (name = PyUnicode_InternFromString("__stablejit_tag__")) == NULL)
+        return NULL;
+    (void)_PyType_Lookup(tp, name);
+#endif
+    return PyLong_FromUnsignedLong(sj_tag_now(tp));
+}
+
 static PyMethodDef methods[] = {
+    {"type_tag", type_tag, METH_O,
+     "type_tag(cls): cls's version tag, assigned if it had none (0 if none can be): equal "
+     "tags mean neither cls nor a base was assigned an attribute in between."},
     {"current", current, METH_NOARGS,
      "(function, entry): what the innermost RecordCall running on this thread is calling, and "
      "the cache entry whose jax.jit it calls; (None, None) if none is."},

@@ -56,7 +56,7 @@ done:
 static int
 taken_init(RecordCall *g, Taken *t, PyObject **small, PyObject **small_met, Py_ssize_t extra)
 {
-    *t = (Taken){small, 0, g->max_leaves, small_met, 0, g->max_met, NULL, 0};
+    *t = (Taken){small, 0, g->max_leaves, small_met, 0, g->max_met, NULL, 0, NULL, NULL};
     if (t->cap + extra > SMALL_STACK)
         t->leaves = PyMem_Malloc(sizeof(PyObject *) * (t->cap + extra));
     if (t->cap_met > LINEAR_MET) {

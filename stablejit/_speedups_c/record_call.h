@@ -44,7 +44,19 @@ typedef struct {
     Py_ssize_t n_met, cap_met;
     PyObject **set;
     size_t mask;
+    /* The user classes whose contents this match is re-checking, innermost
+     * last (see guard_kinds.c's class case): a class's own methods read it
+     * as one of them. */
+    const struct Within *within;
+    /* The class state that last held in this match (borrowed): one class's
+     * objects in a list re-check it once (a match changes no class). */
+    PyObject *held;
 } Taken;
+
+struct Within {
+    PyObject *cls;
+    const struct Within *outer;
+};
 
 /* What RecordCall() learns of its specs as it checks their shapes: the
  * marks and the array guard it reads them with, and how many arrays and
@@ -71,6 +83,17 @@ typedef struct {
 /* guard_kinds.c: the kinds, and how many there are. */
 extern const GuardKind sj_guard_kinds[];
 extern const int sj_n_guard_kinds;
+
+typedef int (*SjFits)(RecordCall *g, PyObject *v, PyObject *spec, Taken *t);
+typedef int (*SjValid)(Shape *s, PyObject *spec, int function);
+
+/* class_checks.c: 1 if the class check in check (from item at: class,
+ * state, holds, deep specs) holds, its deep specs checked with fits; 0 if
+ * not. Well formed (sj_valid_class_check), with valid for what it holds;
+ * the optional one is None or a 4-tuple. */
+int sj_class_holds(RecordCall *g, PyObject *check, Py_ssize_t at, Taken *t, SjFits fits);
+int sj_valid_class_check(Shape *s, PyObject *check, Py_ssize_t at, SjValid valid);
+int sj_valid_optional_class_check(Shape *s, PyObject *check, SjValid valid);
 
 /* guard_kinds.c: 1 if v fits the guard spec (one of the kinds', or the very
  * object, an equal atom, or any array); 0 if not. */

@@ -108,6 +108,18 @@ PyObject *sj_record_call(PyObject *call, PyObject *fn, PyObject *opts, PyObject 
  * dict; else NULL, with an error set if the read raised one. */
 PyObject *sj_dict_of(PyObject *o);
 
+/* CPython's version tag of tp as it stands: 0 if it has none (CPython
+ * clears it whenever tp or a base is assigned an attribute). */
+static inline unsigned int
+sj_tag_now(PyTypeObject *tp)
+{
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 0;
+#endif
+    return tp->tp_version_tag;
+}
+
 /* objects.c: the guards' _Objects.fit past its check of the classes' kinds. */
 PyObject *sj_objects_fit(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -288,3 +288,12 @@ def test_native_deep_checks_made_wrong_are_caught(monkeypatch):
             _agreement.agree(record, f.__code__, f, made)
     finally:
         OFFSET = 1.0
+
+
+def test_a_retrace_names_the_class_attribute_that_changed(explained):
+    Scaled = _make_scaled()
+    m = Scaled()
+    _calls(m, 1)
+    Scaled.s = 3.0
+    _calls(m, 1)
+    assert any("'obj'.__class__.s changed 2.0 → 3.0" in msg for msg in explained()), explained()

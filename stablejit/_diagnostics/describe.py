@@ -264,6 +264,8 @@ def _node_summary(v, kind) -> str:
         return f"function {v.__qualname__}, code {code_info(v.__code__).digest.hex()[:8]}"
     if isinstance(v, (list, tuple, dict)) and type(v) in (list, tuple, dict):
         return f"{type(v).__name__} of {len(v)}"
+    if isinstance(v, type):
+        return f"class {v.__qualname__}"
     return f"{kind.name} {type(v).__qualname__}"
 
 

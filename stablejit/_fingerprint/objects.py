@@ -21,7 +21,7 @@ import xxhash
 
 from .._markers import IdRef
 from .._registry import Memo
-from .classes import class_key, type_state
+from .classes import class_key, is_user_class, type_state
 from .container_guards import DictGuard, ObjectGuard
 from .kind import MISSING, NO_GUARD, TABLE, Kind, keys
 from .places import ATTR, ITEM
@@ -170,7 +170,9 @@ class Object(Kind):
             skip = sink_of(w, d) or ()
             pairs = [(k, x) for k, x in d.items() if k not in skip]
         attrs = [(f".{k}", x) for k, x in pairs or ()]
-        return attrs + [(f".{n}", s) for n, s in zip(self.slots, slots, strict=True)]
+        attrs += [(f".{n}", s) for n, s in zip(self.slots, slots, strict=True)]
+        # A user class is part of the key (see .classes): what changed there is named.
+        return attrs + ([(".__class__", type(v))] if is_user_class(type(v)) else [])
 
     def watched(self, v):
         # A kind that keys pairs never visits the __dict__ as a dict, so the

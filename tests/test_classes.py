@@ -297,3 +297,34 @@ def test_a_retrace_names_the_class_attribute_that_changed(explained):
     Scaled.s = 3.0
     _calls(m, 1)
     assert any("'obj'.__class__.s changed 2.0 → 3.0" in msg for msg in explained()), explained()
+
+
+def test_a_large_class_level_numpy_array_written_in_place_retraces(traced):
+    class Table:
+        values = np.ones(2048, np.float32)  # past numpy_constant_bytes: baked, by contents
+
+        def __call__(self, x):
+            return x * self.values.sum()
+
+    m = Table()
+    _calls(m)
+    Table.values[...] = 2.0
+    _calls(m)
+    assert traced() == 2
+
+
+def test_classes_of_a_module_without_a_file_are_user_classes():
+    # Code exec'd into a module made at run time (a notebook's cells, a generated program).
+    import types
+
+    module = types.ModuleType("made_at_run_time")
+    exec(
+        "class B:\n    s = 2.0\n\nclass M(B):\n    def f(self, x):\n        return x * self.s\n",
+        module.__dict__,
+    )
+    m = module.M()
+    g = stable_jit(lambda x: m.f(x))
+    np.testing.assert_allclose(g(X), X * 2.0)
+    module.B.s = 3.0
+    np.testing.assert_allclose(g(X), X * 3.0)
+    assert classes.is_user_class(module.B)

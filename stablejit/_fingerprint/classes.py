@@ -29,8 +29,11 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from .._markers import IdRef
 from .._registry import Memo
+from .bake import bytes_digest
 from .class_guards import (
     ClassGuard,
     ClassState,
@@ -40,7 +43,7 @@ from .class_guards import (
     own_items,
     type_tag,
 )
-from .guards import ATOM_TYPES
+from .guards import ATOM_TYPES, HostArrayGuard
 from .kind import LEAF, NO_GUARD, Kind, keys
 from .library import is_library_file
 from .records import guard_of
@@ -67,12 +70,11 @@ def _defined_by_user(cls: type) -> bool:
     file = getattr(module, "__file__", None)
     if type(file) is str:
         return not is_library_file(file)
-    if name == "__main__":
-        return True
-    # No file to tell (a class made by type() under an odd module name): its
-    # own functions say where it was written.
-    codes = [getattr(v, "__code__", None) for v in cls.__dict__.values()]
-    return any(c is not None and not is_library_file(c.co_filename) for c in codes)
+    # No file: the interpreter's own modules (built in, frozen) are a
+    # library's; any other (exec'd code, a module made at run time, an
+    # interactive __main__) is user code, keyed by contents to be safe.
+    origin = getattr(getattr(module, "__spec__", None), "origin", None)
+    return name not in sys.builtin_module_names and origin not in ("built-in", "frozen")
 
 
 class ClassKey:
@@ -123,11 +125,17 @@ def _contents(cls, sinks, fresh) -> tuple:
         meta_key = w.walk(type(cls))
     finally:
         within = chain[cls] if nested else chain.pop(cls)
-    content = (names, value_keys, base_keys, meta_key, tuple(map(IdRef, w.leaves)))
+    content = (names, value_keys, base_keys, meta_key, tuple(map(_baked, w.leaves)))
     parts = [*zip(names, values, value_keys, strict=True)]
     parts += [(i, b, k) for i, (b, k) in enumerate(zip(cls.__bases__, base_keys, strict=True))]
     parts.append((None, type(cls), meta_key))
     return content, parts, w, within, tag
+
+
+def _baked(a):
+    """The key of an array a class holds, baked into the trace: a NumPy
+    array (writable in place) by its contents, any other by identity."""
+    return ("numpy", *bytes_digest(a)) if type(a) is np.ndarray else IdRef(a)
 
 
 def state_of(cls, w):
@@ -155,6 +163,9 @@ def state_of(cls, w):
         deep = None  # arrays inside what it holds: the contents walked again
     else:
         for where, v, k in parts:
+            if k is LEAF and type(v) is np.ndarray:  # (written in place, unseen by the tag)
+                deep.append((where, HostArrayGuard(v)))
+                continue
             if k is LEAF or k is v or type(v) in ATOM_TYPES:
                 continue  # the very object: the tag, or the identity check, sees it
             guard = guard_of(v, k, sub.records)

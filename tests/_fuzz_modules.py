@@ -98,6 +98,7 @@ def array(data, shape, dtype=np.float32):
 class _ModuleProgram:
     """What both libraries' programs share: the calls, the closure, the count of traces."""
 
+    ACTIONS = ("call", "swap", "static", "layers", "rebuild", "linear", "redefine")
     INPUTS = [(3,), (2, 3)]
     lift = False
     exact = True
@@ -118,8 +119,6 @@ class _ModuleProgram:
 
 class EqxProgram(_ModuleProgram):
     """An equinox program (``eqx`` is the imported library)."""
-
-    ACTIONS = ("call", "swap", "static", "layers", "rebuild", "linear", "redefine")
 
     def __init__(self, eqx, data) -> None:
         super().__init__(EQX_SOURCE, eqx=eqx)
@@ -190,8 +189,6 @@ class EqxProgram(_ModuleProgram):
 
 class NnxProgram(_ModuleProgram):
     """A flax nnx program (``nnx`` is the imported ``flax.nnx``)."""
-
-    ACTIONS = ("call", "swap", "static", "layers", "rebuild", "linear", "redefine")
 
     def __init__(self, nnx, data) -> None:
         super().__init__(NNX_SOURCE, nnx=nnx)

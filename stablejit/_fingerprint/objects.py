@@ -339,11 +339,11 @@ class OwnEquality(Kind):
     def key(self, w, v):
         if w.static:
             try:
-                hash(v)
+                h = hash(v)
             except Exception:  # noqa: BLE001 - a failing __hash__: not a key after all
                 pass
             else:
-                return (IdRef(type(v)), v)
+                return (IdRef(type(v)), ByOwnEquality(v, h))
         return self.state.key(w, v)
 
     def rebuild(self, r, v, i):
@@ -354,6 +354,35 @@ class OwnEquality(Kind):
 
     def node_token(self, v):
         return self.state.node_token(v)
+
+
+class ByOwnEquality:
+    """A value in a key, compared by its own ``__eq__`` (its type is compared
+    before it), whose error is ``jax.jit``'s when it compares a static
+    argument with a cached one: a ValueError saying so. Its hash is taken
+    once, when the key is made."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value, h: int):
+        self.value = value
+        self._hash = h
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        if type(other) is not ByOwnEquality:
+            return False
+        a, b = self.value, other.value
+        try:
+            return a is b or bool(a == b)
+        except Exception as e:
+            raise ValueError(
+                "static arguments should be comparable using __eq__. The following error "
+                f"was raised when comparing two objects of types {type(a)} and {type(b)}. "
+                f"The error was:\n{type(e).__name__}: {e}"
+            ) from e
 
 
 _NOT_PYTREE = Memo(4096)  # class → its kind were it not a pytree node

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import types
+import weakref
 
 import jax
 from jax._src import traceback_util
@@ -29,7 +30,7 @@ from .cache import CACHE, serve
 from .canonical import TRACE_LOCK, Restructured, entry_point, ready_for
 from .hot import install
 from .keys import Unkeyable, call_key, fingerprint_of, is_plain
-from .statics import release
+from .statics import WithStatics, hash_as_jax_jit, release
 
 _FunctionType = types.FunctionType
 
@@ -154,6 +155,7 @@ def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
             # The hot path's key may have been read while another thread's
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
+            _refuse_as_jax_jit(fn, subject)
             try:
                 refused = miss.refusal(subject)
                 if refused is not None:
@@ -183,6 +185,19 @@ def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
                     release(cargs, ckwargs)
                     raise
                 static_scalars = static_scalars or retry
+
+
+def _refuse_as_jax_jit(fn, subject) -> None:
+    """Raises, on a miss, what ``jax.jit`` raises on every call that stablejit's
+    keys would let through: for a callable that cannot be weakly referenced,
+    weakref's TypeError (jax.jit's trace cache holds the callable weakly), and
+    an error a static argument's ``__hash__`` raises (see
+    :func:`.statics.hash_as_jax_jit`). Nothing that raised here is cached, so
+    every later call of it misses and raises again, as under ``jax.jit``."""
+    if type(fn) is not _FunctionType:
+        weakref.ref(fn)
+    if type(subject) is WithStatics:
+        hash_as_jax_jit(subject.values)
 
 
 def _load(staging: Staging, opts, key) -> bool:

@@ -46,6 +46,7 @@ import numpy as np
 from .._config import config
 from .._fingerprint.code import is_library_file
 from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE, float_key
+from .._fingerprint.objects import ByOwnEquality
 from .._fingerprint.sinks import SINK
 from .._fingerprint.values import Identity
 from .._markers import IdRef
@@ -167,6 +168,8 @@ def _spell(v) -> Any:
         return ("s", _SENTINELS[id(v)])
     if t is frozenset:
         return ("fs", *sorted((_spell(x) for x in v), key=repr))
+    if t is ByOwnEquality:
+        return _spell(v.value)
     if t is IdRef:
         if isinstance(v.obj, type):
             return ("type", _qualified(v.obj))

@@ -492,3 +492,15 @@ def test_a_static_argument_whose_eq_raises_is_refused_with_jax_jits_value_error(
     assert kind is ValueError
     assert message.startswith("static arguments should be comparable using __eq__")
     assert "ArithmeticError" in message and "cannot compare" in message
+
+
+def test_jaxs_cache_miss_explanation_names_the_users_call_site_as_under_jax_jit(caplog):
+    def call_site(jit):
+        f = jit(lambda x: x * 5)
+        caplog.clear()
+        with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+            f(jnp.ones(3))  # a first call: JAX's trace of it explains its miss
+        (message,) = [r.getMessage() for r in caplog.records if "CACHE MISS" in r.getMessage()]
+        return message.split(" at ", 1)[1].split(":", 1)[0]
+
+    assert call_site(stable_jit) == call_site(jax.jit) == __file__

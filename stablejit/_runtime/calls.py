@@ -17,7 +17,7 @@ import types
 import weakref
 
 import jax
-from jax._src import traceback_util
+from jax._src import source_info_util, traceback_util
 
 from .._config import config
 from .._diagnostics import stats
@@ -36,10 +36,14 @@ _FunctionType = types.FunctionType
 
 # A user's traceback shows the user's code, as under jax.jit: JAX's traceback
 # filtering (when it is on) hides stablejit's frames as it hides JAX's own,
-# below the outermost call function, a JAX api_boundary (and in the source
-# locations JAX records for each operation).
-traceback_util.register_exclusion(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# below the outermost call function, a JAX api_boundary. And the source
+# locations JAX records and reports (an operation's, the call site its
+# cache-miss explanations name) are the user's frames, not stablejit's.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+traceback_util.register_exclusion(_PACKAGE)
 traceback_util.register_exclusion(CALL_FILENAME)  # the call functions compiled for records
+source_info_util.register_exclusion(_PACKAGE + os.sep)  # a prefix: not a sibling stablejit_x
+source_info_util.register_exclusion(CALL_FILENAME)
 boundary = traceback_util.api_boundary
 
 

@@ -433,6 +433,17 @@ def test_what_the_wrapper_wears_can_be_replaced_and_deleted_as_on_jax_jits(jit):
     assert g(1.0, 2.0) == 3.0  # and the wrapper still calls the function it was given
 
 
+def test_a_new_wrapper_wears_everything_after_one_that_lost_an_attribute_is_dropped():
+    # Wrappers are made and dropped per call of a function that jits inside
+    # (their memory reused): which ones hold their own attributes follows the
+    # object, not where it lives.
+    for _ in range(3):
+        g = stable_jit(_add)
+        assert g.__name__ == "_add" and g.__wrapped__ is _add
+        del g.__name__
+        del g
+
+
 class _NoWeakReferences:
     __slots__ = ()
 

@@ -194,6 +194,9 @@ SUITE_TABLE = {
     ),
     # JAX's own API tests: api_test.py at the installed release's tag, whole
     # (its JitTest class and every test naming jit were 308 of its 861).
+    # TracebackTest::test_scan_traceback fails in every mode, stock included:
+    # it counts the stack under jax.lax.scan, and the census's counting
+    # wrapper around scan (stablejit/_census/modes.py) is one frame more.
     "jax": Suite(
         "jax",
         source="git",

@@ -1,4 +1,5 @@
-"""Key atoms with identity semantics: :class:`IdRef` and :func:`sentinel`."""
+"""Key atoms: :class:`IdRef` and :func:`sentinel` (identity), and
+:class:`ByOwnEquality` (a value compared as ``jax.jit`` compares static arguments)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,32 @@ class Sentinel:
 def sentinel(name: str) -> Sentinel:
     """A new unique marker (keys compare them by identity)."""
     return Sentinel(name)
+
+
+class ByOwnEquality:
+    """A value in a key, compared by its own ``__eq__`` (its type is compared
+    before it), whose error is ``jax.jit``'s when it compares a static
+    argument with a cached one: a ValueError saying so. Its hash is taken
+    once, when the key is made."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value, h: int):
+        self.value = value
+        self._hash = h
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        if type(other) is not ByOwnEquality:
+            return False
+        a, b = self.value, other.value
+        try:
+            return a is b or bool(a == b)
+        except Exception as e:
+            raise ValueError(
+                "static arguments should be comparable using __eq__. The following error "
+                f"was raised when comparing two objects of types {type(a)} and {type(b)}. "
+                f"The error was:\n{type(e).__name__}: {e}"
+            ) from e

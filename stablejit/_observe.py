@@ -94,4 +94,4 @@ def describe(fn: Any) -> _describe.Description:
         >>> stablejit.describe(f).lifted
         [("global 'w'", 'float32[3,4]')]
     """
-    return _describe.describe(fn.__wrapped__ if isinstance(fn, StableJitted) else fn)
+    return _describe.describe(fn._fun if isinstance(fn, StableJitted) else fn)

@@ -389,3 +389,129 @@ def test_equinox_aot_through_patched_jax_jit_gets_jax_stages():
     assert isinstance(lowered.lowered, jax.stages.Lowered)  # equinox's field types
     assert isinstance(compiled.compiled, jax.stages.Compiled)
     np.testing.assert_array_equal(compiled(jnp.ones(3)), [1.0, 2.0, 3.0])
+
+
+class _Shown:
+    def __call__(self, x):
+        return x + 1
+
+    def __repr__(self):
+        return "<a shown callable>"
+
+
+class _Unshowable:
+    def __call__(self, x):
+        return x + 1
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    "fun", [_add, functools.partial(_add, b=1.0), _Shown()], ids=["function", "partial", "object"]
+)
+def test_the_repr_is_jax_jits(fun):
+    assert repr(stable_jit(fun)) == repr(jax.jit(fun)) == f"<PjitFunction of {fun!r}>"
+
+
+def test_the_repr_falls_back_as_jax_jits_when_the_function_cannot_be_shown():
+    assert repr(stable_jit(_Unshowable())) == repr(jax.jit(_Unshowable())) == "<PjitFunction>"
+    ours, theirs = stable_jit(_add), jax.jit(_add)
+    del ours.__wrapped__, theirs.__wrapped__
+    assert repr(ours) == repr(theirs) == "<PjitFunction>"
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit], ids=["jax.jit", "stable_jit"])
+def test_what_the_wrapper_wears_can_be_replaced_and_deleted_as_on_jax_jits(jit):
+    g = jit(_add)
+    g.__wrapped__ = _documented
+    assert g.__wrapped__ is vars(g)["__wrapped__"] is _documented
+    del g.__name__, g.__wrapped__
+    assert not hasattr(g, "__name__") and not hasattr(g, "__wrapped__")
+    assert "__name__" not in vars(g) and "__wrapped__" not in vars(g)
+    assert g.__qualname__ == "_add"  # the rest stays
+    assert g(1.0, 2.0) == 3.0  # and the wrapper still calls the function it was given
+
+
+def test_a_new_wrapper_wears_everything_after_one_that_lost_an_attribute_is_dropped():
+    # Wrappers are made and dropped per call of a function that jits inside
+    # (their memory reused): which ones hold their own attributes follows the
+    # object, not where it lives.
+    for _ in range(3):
+        g = stable_jit(_add)
+        assert g.__name__ == "_add" and g.__wrapped__ is _add
+        del g.__name__
+        del g
+
+
+class _NoWeakReferences:
+    __slots__ = ()
+
+    def __call__(self, x):
+        return x * 2
+
+
+def test_a_callable_without_weak_references_wraps_but_its_calls_fail_as_under_jax_jit():
+    fun = _NoWeakReferences()
+    expected = _error_of(lambda: weakref.ref(fun))
+    assert expected[0] is TypeError
+    ours, theirs = stable_jit(fun), jax.jit(fun)  # wrapping is fine
+    for _ in range(2):  # every call: nothing was cached by the first
+        assert _error_of(lambda: ours(1.0)) == _error_of(lambda: theirs(1.0)) == expected
+    assert _error_of(lambda: ours.lower(1.0)) == _error_of(lambda: theirs.lower(1.0))
+    assert _error_of(lambda: ours.trace(1.0)) == expected
+    with jax.disable_jit():  # no trace cache: the function just runs
+        assert ours(1.0) == theirs(1.0) == 2.0
+
+
+class _HashFails:
+    def __hash__(self):
+        raise LookupError("this value has no hash")
+
+
+def test_an_error_a_static_arguments_hash_raises_propagates_as_under_jax_jit():
+    def f(x, s):
+        return x + 1
+
+    expected = _error_of(lambda: jax.jit(f, static_argnums=1)(1.0, _HashFails()))
+    assert expected == (LookupError, "this value has no hash")
+    g = stable_jit(f, static_argnums=1)
+    for _ in range(2):  # every call: a value whose hash fails never reaches the cache
+        assert _error_of(lambda: g(1.0, _HashFails())) == expected
+
+
+class _EqualityFails:
+    """A class written to be a key (its own __eq__ and __hash__), whose
+    __eq__ raises: stablejit keys it by that equality, as jax.jit does."""
+
+    def __hash__(self):
+        return 7
+
+    def __eq__(self, other):
+        raise ArithmeticError("cannot compare")
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_static_argument_whose_eq_raises_is_refused_with_jax_jits_value_error(jit):
+    def f(x, s):
+        return x + 1
+
+    g = jit(f, static_argnums=1)
+    first = _EqualityFails()
+    assert g(1.0, first) == g(1.0, first) == 2.0  # the same object: equal, not compared
+    kind, message = _error_of(lambda: g(1.0, _EqualityFails()))  # compared with the cached one
+    assert kind is ValueError
+    assert message.startswith("static arguments should be comparable using __eq__")
+    assert "ArithmeticError" in message and "cannot compare" in message
+
+
+def test_jaxs_cache_miss_explanation_names_the_users_call_site_as_under_jax_jit(caplog):
+    def call_site(jit):
+        f = jit(lambda x: x * 5)
+        caplog.clear()
+        with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+            f(jnp.ones(3))  # a first call: JAX's trace of it explains its miss
+        (message,) = [r.getMessage() for r in caplog.records if "CACHE MISS" in r.getMessage()]
+        return message.split(" at ", 1)[1].split(":", 1)[0]
+
+    assert call_site(stable_jit) == call_site(jax.jit) == __file__

@@ -119,7 +119,6 @@ def test_cache_info_counts_hits_misses_traces_compiles():
     assert stablejit.num_traces(f) == 3
     assert stablejit.cache_info(f) == info
     assert stablejit.cache_info().misses >= 2
-    assert "2 compiled, 3 hits, 2 misses, 3 traces" in repr(f)
 
 
 def test_cache_info_counts_each_xla_compile_once():
@@ -142,7 +141,7 @@ def test_cache_info_counts_the_hits_of_the_fast_path_too():
         _make(1.0)(jnp.ones(2))
     info = _make(1.0).cache_info()
     assert (info.hits, info.misses, info.traces) == (29, 1, 1)
-    assert "29 hits" in repr(_make(1.0))
+    assert stablejit.cache_info(_make(1.0)) == info  # a fresh wrapper reads the same counters
 
 
 def test_cache_info_counts_evictions_and_keeps_counts_of_dropped_entries():

@@ -217,3 +217,14 @@ def test_objects_keyed_by_identity_are_spelled_by_their_importable_name():
             _persist._spell(ProcessWide())
     finally:
         TABLE.pop(ProcessWide)
+
+
+def test_a_static_value_keyed_by_its_own_equality_is_spelled_as_the_value():
+    # Such a value sits in the key in a wrapper (see OwnEquality): what is
+    # not persisted, and said so, is the user's value, not the wrapper.
+    from stablejit._markers import ByOwnEquality
+
+    value = ProcessWide()
+    with pytest.raises(_persist.NotPersistable) as refused:
+        _persist._spell(ByOwnEquality(value, 0))
+    assert refused.value.args == (value,)

@@ -19,7 +19,7 @@ from typing import Any
 
 import xxhash
 
-from .._markers import IdRef
+from .._markers import ByOwnEquality, IdRef
 from .._registry import Memo
 from .classes import class_key, is_user_class, type_state
 from .container_guards import DictGuard, ObjectGuard
@@ -345,11 +345,11 @@ class OwnEquality(Kind):
     def key(self, w, v):
         if w.static:
             try:
-                hash(v)
+                h = hash(v)
             except Exception:  # noqa: BLE001 - a failing __hash__: not a key after all
                 pass
             else:
-                return (class_key(w, type(v)), v)
+                return (class_key(w, type(v)), ByOwnEquality(v, h))
         return self.state.key(w, v)
 
     def rebuild(self, r, v, i):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import types
+import weakref
 
 import jax
-from jax._src import traceback_util
+from jax._src import source_info_util, traceback_util
 
 from .._config import config
 from .._diagnostics import stats
@@ -29,16 +30,20 @@ from .cache import CACHE, serve
 from .canonical import TRACE_LOCK, Restructured, entry_point, ready_for
 from .hot import install
 from .keys import Unkeyable, call_key, fingerprint_of, is_plain
-from .statics import release
+from .statics import WithStatics, hash_as_jax_jit, release
 
 _FunctionType = types.FunctionType
 
 # A user's traceback shows the user's code, as under jax.jit: JAX's traceback
 # filtering (when it is on) hides stablejit's frames as it hides JAX's own,
-# below the outermost call function, a JAX api_boundary (and in the source
-# locations JAX records for each operation).
-traceback_util.register_exclusion(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# below the outermost call function, a JAX api_boundary. And the source
+# locations JAX records and reports (an operation's, the call site its
+# cache-miss explanations name) are the user's frames, not stablejit's.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+traceback_util.register_exclusion(_PACKAGE)
 traceback_util.register_exclusion(CALL_FILENAME)  # the call functions compiled for records
+source_info_util.register_exclusion(_PACKAGE + os.sep)  # a prefix: not a sibling stablejit_x
+source_info_util.register_exclusion(CALL_FILENAME)
 boundary = traceback_util.api_boundary
 
 
@@ -154,6 +159,7 @@ def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
             # The hot path's key may have been read while another thread's
             # trace was mutating state (see TRACE_LOCK): read it with none running.
             subject, cargs, ckwargs = prepare(fn, opts, args, kwargs)
+            _refuse_as_jax_jit(fn, subject)
             try:
                 refused = miss.refusal(subject)
                 if refused is not None:
@@ -183,6 +189,19 @@ def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
                     release(cargs, ckwargs)
                     raise
                 static_scalars = static_scalars or retry
+
+
+def _refuse_as_jax_jit(fn, subject) -> None:
+    """Raises, on a miss, what ``jax.jit`` raises on every call that stablejit's
+    keys would let through: for a callable that cannot be weakly referenced,
+    weakref's TypeError (jax.jit's trace cache holds the callable weakly), and
+    an error a static argument's ``__hash__`` raises (see
+    :func:`.statics.hash_as_jax_jit`). Nothing that raised here is cached, so
+    every later call of it misses and raises again, as under ``jax.jit``."""
+    if type(fn) is not _FunctionType:
+        weakref.ref(fn)
+    if type(subject) is WithStatics:
+        hash_as_jax_jit(subject.values)
 
 
 def _load(staging: Staging, opts, key) -> bool:

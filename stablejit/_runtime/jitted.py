@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar
 
@@ -26,7 +27,6 @@ from jax._src.api_util import fun_signature, resolve_argnums
 from jax._src.util import fun_name
 
 from .._diagnostics import stats
-from .._diagnostics.describe import display_name, location
 from .._diagnostics.stats import CacheInfo
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.kind import Kind, register_kind
@@ -79,6 +79,7 @@ def check_argnums(fun, opts: Options) -> None:
 
 
 _COPIED: dict[str, Callable] = {
+    "__wrapped__": lambda fun: fun,
     "__name__": fun_name,
     "__qualname__": lambda fun: getattr(fun, "__qualname__", fun_name(fun)),
     "__doc__": lambda fun: getattr(fun, "__doc__", "") or "",
@@ -86,7 +87,12 @@ _COPIED: dict[str, Callable] = {
     "__annotations__": lambda fun: getattr(fun, "__annotations__", {}),
 }
 """What ``jax.jit``'s ``functools.wraps`` copies onto its wrapper, besides the
-function's ``__dict__`` and ``__wrapped__``: each read from the function."""
+function's ``__dict__``: each read from the function."""
+
+_FILLED: weakref.WeakSet = weakref.WeakSet()
+"""The wrappers whose instance dict holds what wraps would have copied (see
+``StableJitted.__dict__``): from then on it is their attributes' only source,
+so that one deleted stays deleted, as on ``jax.jit``'s wrapper."""
 
 
 class _PartialBase(functools.partial):
@@ -128,12 +134,11 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
 
     # What functools.wraps would have copied onto the wrapper (as jax.jit's
     # does), read from the function when asked: one is made per call of a
-    # function that defines its jitted function inside, and copies nothing.
-    @property
-    def __wrapped__(self):
-        return self._fun
-
+    # function that defines its jitted function inside, and copies nothing
+    # until its dict is read or an attribute deleted.
     def __getattr__(self, name):
+        if self in _FILLED:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         fun = self._fun
         read = _COPIED.get(name)
         if read is not None:
@@ -150,10 +155,15 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         # The instance's own dict, first filled as wraps would have filled it
         # (what was set on the wrapper since stays).
         own = _INSTANCE_DICT(self)
-        if "__wrapped__" not in own:
+        if self not in _FILLED:
             for k, v in _wrapped_dict(self._fun).items():
                 own.setdefault(k, v)
+            _FILLED.add(self)
         return own
+
+    def __delattr__(self, name):
+        self.__dict__  # noqa: B018 - filled first: what is deleted must be there
+        object.__delattr__(self, name)
 
     def __getstate__(self):
         # As jax.jit's wrapper describes itself (its function and name); it
@@ -162,12 +172,13 @@ class StableJitted(_PartialBase if NATIVE is None else NATIVE.Jitted, Generic[P,
         return {"version": 1, "function_name": fun_name(fn), "fun": fn, "options": opts.user}
 
     def __repr__(self):
-        fn = self._fun
-        info = self.cache_info()
-        return (
-            f"<stable_jit of {display_name(fn)}{location(fn)}: {info.entries} compiled, "
-            f"{info.hits} hits, {info.misses} misses, {info.traces} traces>"
-        )
+        # jax.jit's, word for word: code that prints or parses a jitted
+        # function's repr sees the same. The counters are cache_info()'s, and
+        # what the key is made of, stablejit.describe's.
+        try:
+            return f"<PjitFunction of {self.__wrapped__!r}>"
+        except Exception:  # noqa: BLE001 - as jax.jit's: a repr never fails
+            return "<PjitFunction>"
 
     def __reduce__(self):
         return wrap, (self._fun, self._opts)
@@ -273,7 +284,7 @@ def _wrapped_dict(fun) -> dict:
     """What ``jax.jit``'s ``functools.wraps`` puts in its wrapper's ``__dict__``."""
     try:
         copied = {k: read(fun) for k, read in _COPIED.items()}
-        return {**getattr(fun, "__dict__", {}), **copied, "__wrapped__": fun}
+        return {**getattr(fun, "__dict__", {}), **copied}
     except Exception:  # noqa: BLE001 (as wraps: nothing, if it cannot read the function)
         return {}
 

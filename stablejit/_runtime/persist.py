@@ -49,7 +49,7 @@ from .._fingerprint.code import is_library_file
 from .._fingerprint.kind import LEAF, LIFTED_SCALAR, MISSING, REF, TABLE, float_key
 from .._fingerprint.sinks import SINK
 from .._fingerprint.values import Identity
-from .._markers import IdRef
+from .._markers import ByOwnEquality, IdRef
 from .cache import serve
 
 logger = logging.getLogger("stablejit")
@@ -170,6 +170,8 @@ def _spell(v) -> Any:
         return ("fs", *sorted((_spell(x) for x in v), key=repr))
     if t is ClassKey:  # a user class: by name and contents
         return ("class", _qualified(v.cls), _spell(v.content))
+    if t is ByOwnEquality:
+        return _spell(v.value)
     if t is IdRef:
         if isinstance(v.obj, type):
             return ("type", _qualified(v.obj))

@@ -159,6 +159,19 @@ def _refuse_array(value) -> None:
             ) from None
 
 
+def hash_as_jax_jit(values: tuple) -> None:
+    """Hashes static arguments as ``jax.jit`` does, so that an error a
+    ``__hash__`` raises propagates as it does there. Called on a miss only:
+    the key, not the hash, tells values apart, and a value whose hash raised
+    never reached the cache. Unhashable values (a TypeError), which
+    ``jax.jit`` refuses, are keyed by structure here, and pass."""
+    for v in values:
+        try:
+            hash(v)
+        except TypeError:
+            pass
+
+
 def unbox(fn, args: tuple, kwargs: dict) -> tuple[Any, WithStatics | None]:
     """At trace time: the call as :meth:`StaticSlots.box` keyed it, or None
     without static arguments."""

@@ -328,3 +328,30 @@ def test_classes_of_a_module_without_a_file_are_user_classes():
     module.B.s = 3.0
     np.testing.assert_allclose(g(X), X * 3.0)
     assert classes.is_user_class(module.B)
+
+
+def test_a_record_made_elsewhere_does_not_recheck_a_class_within_its_own_keying(caplog):
+    # The class fuzzer's shrunk example: a method's record made at the top (it reads its
+    # class, keyed there by contents) was matched again while that class's contents were
+    # walked to be re-checked (it holds what no guard re-checks), which re-checked the
+    # class, which walked its contents...: endless, until the recursion limit.
+    import _fuzz_classes
+    from _fuzz_values import P, Box, Pair
+
+    z = jnp.array([[3 + 0j, 4, 5], [3, 4, 5]], dtype=jnp.complex64)
+    ns = {"P": P, "jax": jax, "jnp": jnp, "np": np, "T": [], "__name__": "fuzz_classes"}
+    ns.update(G1=z, GP=np.array([2, 3, 4], np.int8), GS=0.5)
+    exec(compile(_fuzz_classes.SOURCE, "<fuzz class program>", "exec"), ns)
+    m = ns["M"]({"z": Box(w=z, tag="y"), "y": -5, "x": Pair(a=-5, b=False)})
+    f = ns["make"](jnp.arange(3, dtype=jnp.int32), m)
+    x = jnp.ones(3)
+    g = stable_jit(f)
+    for change in (
+        lambda: None,
+        lambda: setattr(ns["M"], "act", eval("lambda self, x: x - P(G1) * P(self.k)", ns)),
+        lambda: vars(m).__setitem__("v", Pair(np.array(0j, np.complex64), [{"x": 1.0}])),
+        lambda: ns["Root"].table.append(5.0),
+    ):
+        change()
+        np.testing.assert_allclose(g(x), f(x), rtol=2e-5)
+    assert not [r for r in caplog.records if "cannot be keyed" in r.getMessage()]

@@ -88,6 +88,11 @@ class ClassState:
         """Whether the class still has this state's key (``sinks``: the side
         channels of the walk or match asking, see :mod:`.sinks`)."""
         cls = self.cls
+        if cls in building():
+            # Asked within the keying of its own contents, by a record made
+            # elsewhere: there the class is keyed by identity (see Within),
+            # so that record's key is not this walk's.
+            return False
         if self.deep is None:
             return self.rewalk(cls, sinks) == self.key.content
         tag = self.tag

@@ -9,6 +9,7 @@ record the suite builds). Each form made wrong on purpose must be caught.
 from typing import NamedTuple
 
 import _agreement
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from stablejit import _native as native
 from stablejit import stable_jit
 from stablejit._fingerprint import container_guards, guards
 from stablejit._fingerprint.code import code_info
+from stablejit._fingerprint.pytree_guards import PytreeGuard
 from stablejit._fingerprint.records import RecordCheckError
 
 
@@ -30,6 +32,18 @@ class Point(NamedTuple):
 class Config:
     def __init__(self, scale, name):
         self.scale, self.name = scale, name
+
+
+class Node:
+    """A registered pytree node: an array and a scale as metadata."""
+
+    def __init__(self, w, scale):
+        self.w, self.scale = w, scale
+
+
+jax.tree_util.register_pytree_node(
+    Node, lambda n: ((n.w,), n.scale), lambda scale, ch: Node(ch[0], scale)
+)
 
 
 def _helper(x):
@@ -83,6 +97,7 @@ def _closures():
                 + items[0]
                 + len(cfg.name) * cfg.scale
                 + sum(o.scale for o in objects)
+                + node.w * node.scale
             )
 
         p = Point(2.0, "y")
@@ -90,6 +105,7 @@ def _closures():
         items = [x0, "tag", w]
         cfg = Config(3.0, "cfg")
         objects = [Config(float(i), "o") for i in range(10)]
+        node = Node(w, 2.0)
         return f
 
     def functions():
@@ -157,6 +173,8 @@ def _kinds(record):
                 visit(child)
             if type(g) is container_guards.ObjectGuard:
                 visit(g.state)
+            if type(g) is PytreeGuard:
+                visit(g.aux)
             if type(g) is guards.FunctionGuard:
                 out.update(_kinds(g.record))
             state = getattr(g, "state", None) or getattr(g, "cls_state", None)

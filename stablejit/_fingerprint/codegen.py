@@ -80,6 +80,9 @@ class Writer:
         # (checked to be that very dict), so ``jnp`` is checked once.
         self.globals_checked: set[tuple[int, str, int]] = set()
         self.sinks_checked: set[int] = set()
+        # Locals holding what the checks made (a pytree node's flatten), which
+        # a walk would keep alive to its end (see .pytree_guards).
+        self.kept: list[str] = []
 
     def const(self, obj) -> str:
         name = f"_c{next(self.names)}"
@@ -323,3 +326,16 @@ def compile_call_check(record):
     leaves = "leaves" if w.uses_leaves else "[]"
     back = f"return {w.const(record.key)}, {leaves}, {_numbering(w, record)}"
     return _compile(w, "def check(fn, sinks):", [], "return None", [back], {}, "<stablejit check>")
+
+
+def compile_guard(guard, hold, consts: dict):
+    """``guard``'s own checks (its ``emit_body``), written out with a budget
+    of their own, as a function of ``(v, leaves, sinks, seen)``: True if
+    ``v`` fits, having run ``hold(locals)`` on the names of what the checks
+    made (``consts``: names it uses); else False. For a guard too large to be written out inside a
+    record's function, which calls this instead."""
+    w = Writer()
+    guard.emit_body(w, 1, "v")
+    epilogue = [hold(w.kept), "return True"]
+    head = "def fits(v, leaves, sinks, seen):"
+    return _compile(w, head, [], "return False", epilogue, consts, "<stablejit guard>")

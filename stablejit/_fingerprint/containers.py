@@ -15,6 +15,7 @@ from .container_guards import DictGuard, ListGuard, TupleGuard
 from .kind import NO_GUARD, Kind, keys, ref_key
 from .objects import attributes, not_a_pytree
 from .places import ITEM
+from .pytree_guards import node_guard
 from .records import guard_of
 from .sinks import sink_key, sink_of
 
@@ -251,10 +252,14 @@ class Pytree(Kind):
         if len(k) == 2 and type(k[1]) is _StaticNode and k[1].value is v:
             return v
         # A NamedTuple (optax's states and transforms) as a tuple of its items.
-        if not _is_namedtuple(v):
-            return NO_GUARD
-        items = item_guards(v, k[2], records)
-        return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items, type_state(k[0]))
+        if _is_namedtuple(v):
+            items = item_guards(v, k[2], records)
+            return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items, type_state(k[0]))
+        try:  # any other node: one level of its registered flatten (see .pytree_guards)
+            children, treedef = _flatten_or_fall_back(v)
+        except _Unflattenable:
+            return NO_GUARD  # keyed as if not a pytree (see key)
+        return node_guard(self, v, k, treedef.node_data(), children, records, item_guards)
 
 
 class _StaticNode:

@@ -361,6 +361,17 @@ class OwnEquality(Kind):
     def node_token(self, v):
         return self.state.node_token(v)
 
+    def guard(self, v, k, records):
+        # Keyed by state (outside static arguments: a record is matched only
+        # in walks of the kind that built it, see Record.static), it is
+        # re-checked by state, as a plain object, under this kind.
+        if k[1] is v:
+            return NO_GUARD  # keyed by its own equality
+        g = self.state.guard(v, k, records)
+        return (
+            ObjectGuard(g.cls, self, g.state, g.cls_state) if type(g) is ObjectGuard else NO_GUARD
+        )
+
 
 _NOT_PYTREE = Memo(4096)  # class → its kind were it not a pytree node
 

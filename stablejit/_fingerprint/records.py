@@ -57,7 +57,7 @@ def known_key(fast: FastRecords, fn, w):
     holds moves to the front, where a call's hot path looks."""
     front = fast.front
     for record in (front, *fast.others):
-        if record.lift is not w.lift:
+        if record.lift is not w.lift or record.static is not w.static:
             continue
         key = record.match(fn, w.leaves, w.sinks, w.seen)
         if key is not None:
@@ -101,6 +101,7 @@ class Record:
         "entries",
         "nested",
         "lift",
+        "static",
         "match",
         "hits",
         "call",
@@ -156,6 +157,10 @@ class Record:
         )
         # The walk's lift_scalars (None or True): it decides the keys of numbers.
         self.lift = w.lift
+        # Whether it keys a function inside a static argument, where some
+        # kinds key by their own equality (see objects.OwnEquality): a record
+        # vouches for walks of its kind only.
+        self.static = w.static
         w.records[id(fn)] = self
         # Cache entries of ``key``, per stable_jit options: lets a call skip
         # hashing the key (see StableJitted.__call__).

@@ -336,7 +336,7 @@ def test_a_record_made_elsewhere_does_not_recheck_a_class_within_its_own_keying(
     # walked to be re-checked (it holds what no guard re-checks), which re-checked the
     # class, which walked its contents...: endless, until the recursion limit.
     import _fuzz_classes
-    from _fuzz_values import P, Box, Pair
+    from _fuzz_values import Box, P, Pair
 
     z = jnp.array([[3 + 0j, 4, 5], [3, 4, 5]], dtype=jnp.complex64)
     ns = {"P": P, "jax": jax, "jnp": jnp, "np": np, "T": [], "__name__": "fuzz_classes"}
@@ -355,3 +355,29 @@ def test_a_record_made_elsewhere_does_not_recheck_a_class_within_its_own_keying(
         change()
         np.testing.assert_allclose(g(x), f(x), rtol=2e-5)
     assert not [r for r in caplog.records if "cannot be keyed" in r.getMessage()]
+
+
+def _scale():
+    return OFFSET
+
+
+def test_a_class_level_frozenset_is_rechecked_by_what_it_holds(traced):
+    # A frozenset of atoms cannot change (the very object is its key); one of
+    # functions can: a global they read rebound must still retrace.
+    global OFFSET
+
+    class Hooks:
+        names = frozenset({"a", "b"})
+        hooks = frozenset({_scale})
+
+        def __call__(self, x):
+            return x * len(self.names) + sum(h() for h in self.hooks)
+
+    m = Hooks()
+    try:
+        _calls(m)
+        OFFSET = 4.0
+        _calls(m)
+    finally:
+        OFFSET = 1.0
+    assert traced() == 2

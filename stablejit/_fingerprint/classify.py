@@ -25,7 +25,7 @@ from .. import _native
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
 from .classes import ClassKind, Descriptor
-from .containers import Dict, List, Pytree, Set, TreeDef, Tuple, is_pytree_node
+from .containers import Dict, List, Pytree, TreeDef, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
 from .objects import CopiedObject, Object, plain_kind
 from .proxies import PROXY
@@ -39,6 +39,7 @@ from .values import (
     NoneKind,
     NumpyScalar,
     Scalar,
+    Set,
     Str,
     Value,
 )

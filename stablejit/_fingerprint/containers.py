@@ -20,14 +20,6 @@ from .records import guard_of
 from .sinks import sink_key, sink_of
 
 
-class Set(Kind):
-    name = "set"
-
-    def key(self, w, v):
-        # Elements are hashable, so they hold no arrays and need no rebuild.
-        return (type(v), frozenset([w.walk(x) for x in v]))
-
-
 def _indexed(w, v):
     return [(f"[{i}]", x) for i, x in enumerate(v)]
 

@@ -13,8 +13,8 @@ import numpy as np
 from .._config import config
 from .._markers import IdRef
 from .bake import bytes_digest
-from .guards import HostArrayGuard
-from .kind import LEAF, LIFTED_SCALAR, Kind, float_key
+from .guards import ATOM_TYPES, HostArrayGuard
+from .kind import LEAF, LIFTED_SCALAR, NO_GUARD, Kind, float_key
 
 _INT32 = range(-(2**31), 2**31)
 
@@ -160,3 +160,20 @@ class Constant(Kind):
 
     def key(self, w, v):
         return type(v)
+
+
+class Set(Kind):
+    """Sets and frozensets, by their elements' keys (elements are hashable, so
+    they hold no arrays and need no rebuild)."""
+
+    name = "set"
+
+    def key(self, w, v):
+        return (type(v), frozenset([w.walk(x) for x in v]))
+
+    def guard(self, v, k, records):
+        # A frozenset of atoms (equinox's __abstractvars__ on every Module
+        # class) cannot change: the very object again has its key.
+        if type(v) is frozenset and all(type(x) in ATOM_TYPES for x in v):
+            return v
+        return NO_GUARD

@@ -210,3 +210,24 @@ def test_a_fresh_callable_in_a_static_pytree_structure_sees_the_warning(jit, rec
 
     assert _shown(lambda: solve(structure(_fresh_scale(2.0)), x)) == ["checked at trace time"]
     assert _shown(lambda: solve(structure(_fresh_scale(2.0)), x)) == ["checked at trace time"]
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_fresh_callable_in_an_arguments_structure_sees_the_warning(jit, record_checks):
+    # jax.tree_util.Partial holds its function as auxiliary data: compared by identity.
+    solve = jit(lambda p, y: _warn_then(p, y))
+    x = jnp.ones(3)
+    for _ in range(4):
+        assert _shown(lambda: solve(jax.tree_util.Partial(_fresh_scale(2.0)), x)) == [
+            "checked at trace time"
+        ]
+    same = jax.tree_util.Partial(_fresh_scale(2.0))
+    assert _shown(lambda: solve(same, x)) == ["checked at trace time"]
+    assert _shown(lambda: solve(same, x)) == []
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_new_function_that_also_retraces_shows_the_warning_once(jit, record_checks):
+    # The replay for the new function and the retrace for new shapes are one call.
+    assert _shown(lambda: _model(jit, [1, 2, 3])(jnp.ones(3))) == ["positive parameter"]
+    assert _shown(lambda: _model(jit, [1, 2, 3])(jnp.ones((2, 3)))) == ["positive parameter"]

@@ -240,8 +240,8 @@ def ready_for(entry: Entry, jitted: Callable) -> Callable:
 
         def replaying(*args, **kwargs):
             callers = [current_callable(entry), *compared_by_identity(args, kwargs)]
-            trace_warnings.replay_to(warned, callers)
-            return jitted(*args, **kwargs)
+            with trace_warnings.replaying(warned, callers):
+                return jitted(*args, **kwargs)
 
         replaying.replays = jitted
         ready = replaying

@@ -38,7 +38,9 @@ def _hook(msg) -> None:
     logs = getattr(_LOCAL, "logs", None)
     if logs:
         logs[-1].append(msg)
-    _original(msg)
+    replayed = getattr(_LOCAL, "replayed", None)
+    if replayed is None or _identity(msg) not in replayed:
+        _original(msg)
 
 
 def _install() -> bool:
@@ -107,7 +109,7 @@ def saw(warned: Warned, callers: list, shown: list) -> bool:
     would have compared by identity in the call) that showed ``shown`` (or of
     an entry that had warned before): they have seen the warnings. True the
     first time its entry warned: from then on, its hits must replay them
-    (:func:`replay_to`)."""
+    (:func:`replaying`)."""
     warned.warnings = merged(warned.warnings, shown)
     first = warned.callers is None
     if first:
@@ -116,11 +118,23 @@ def saw(warned: Warned, callers: list, shown: list) -> bool:
     return first
 
 
-def replay_to(warned: Warned, callers: list) -> None:
-    """Shows ``warned``'s warnings again if one of ``callers`` has not seen
-    them: ``jax.jit`` would have traced that call anew."""
-    if _new(warned.callers, callers):
-        emit(warned.warnings)
+@contextlib.contextmanager
+def replaying(warned: Warned, callers: list):
+    """Around a hit's call: shows ``warned``'s warnings again if one of
+    ``callers`` has not seen them (``jax.jit`` would have traced that call
+    anew), before the call runs, as a trace would. Should the call trace
+    after all (new shapes, or JAX's own key), its trace does not show them a
+    second time: one call, one showing, as under ``jax.jit``."""
+    if not _new(warned.callers, callers):
+        yield
+        return
+    emit(warned.warnings)
+    outer = getattr(_LOCAL, "replayed", None)
+    _LOCAL.replayed = (outer or frozenset()) | {_identity(m) for m in warned.warnings}
+    try:
+        yield
+    finally:
+        _LOCAL.replayed = outer
 
 
 def _new(seen: weakref.WeakSet, callers: list) -> bool:

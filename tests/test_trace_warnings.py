@@ -148,3 +148,86 @@ def test_a_replay_looks_past_odd_entries_of_sys_modules(monkeypatch):
 
     assert _shown(lambda: make()(jnp.ones(3))) == ["from no module"]
     assert _shown(lambda: make()(jnp.ones(3))) == ["from no module"]
+
+
+def _warn_then(g, y):
+    warnings.warn("checked at trace time", UserWarning, stacklevel=1)
+    return g(y)
+
+
+def _fresh_scale(k):
+    def scale(y):
+        return y * k
+
+    return scale
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_fresh_static_callable_sees_the_trace_time_warning(jit, record_checks):
+    solve = jit(_warn_then, static_argnums=0)
+    x = jnp.ones(3)
+    same = _fresh_scale(2.0)
+    # Each fresh closure is a new static argument to jax.jit: a trace, a warning.
+    assert _shown(lambda: solve(same, x)) == ["checked at trace time"]
+    assert _shown(lambda: solve(_fresh_scale(2.0), x)) == ["checked at trace time"]
+    assert _shown(lambda: solve(_fresh_scale(2.0), x)) == ["checked at trace time"]
+    assert _shown(lambda: solve(same, x)) == []  # seen before: a hit under both
+    np.testing.assert_allclose(solve(same, x), 2 * x)
+
+
+class _Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, y):
+        return y * self.k
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_bound_method_made_again_is_the_same_static_argument(jit, record_checks):
+    solve = jit(_warn_then, static_argnums=0)
+    scaler = _Scaler(3.0)
+    x = jnp.ones(3)
+    assert _shown(lambda: solve(scaler.apply, x)) == ["checked at trace time"]
+    # A new bound method object, equal to the last: jax.jit's cache hits.
+    assert _shown(lambda: solve(scaler.apply, x)) == []
+    assert _shown(lambda: solve(_Scaler(3.0).apply, x)) == ["checked at trace time"]
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_fresh_callable_in_a_static_pytree_structure_sees_the_warning(jit, record_checks):
+    # A static argument holding a pytree structure whose auxiliary data is a closure.
+    def solve(static, y):
+        (treedef,) = static
+        (g,) = jax.tree_util.tree_leaves(treedef.node_data()[1])
+        return _warn_then(g, y)
+
+    solve = jit(solve, static_argnums=0)
+    x = jnp.ones(3)
+
+    def structure(g):
+        return (jax.tree_util.tree_structure(jax.tree_util.Partial(g)),)
+
+    assert _shown(lambda: solve(structure(_fresh_scale(2.0)), x)) == ["checked at trace time"]
+    assert _shown(lambda: solve(structure(_fresh_scale(2.0)), x)) == ["checked at trace time"]
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_fresh_callable_in_an_arguments_structure_sees_the_warning(jit, record_checks):
+    # jax.tree_util.Partial holds its function as auxiliary data: compared by identity.
+    solve = jit(lambda p, y: _warn_then(p, y))
+    x = jnp.ones(3)
+    for _ in range(4):
+        assert _shown(lambda: solve(jax.tree_util.Partial(_fresh_scale(2.0)), x)) == [
+            "checked at trace time"
+        ]
+    same = jax.tree_util.Partial(_fresh_scale(2.0))
+    assert _shown(lambda: solve(same, x)) == ["checked at trace time"]
+    assert _shown(lambda: solve(same, x)) == []
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stablejit.stable_jit], ids=["jax.jit", "stable_jit"])
+def test_a_new_function_that_also_retraces_shows_the_warning_once(jit, record_checks):
+    # The replay for the new function and the retrace for new shapes are one call.
+    assert _shown(lambda: _model(jit, [1, 2, 3])(jnp.ones(3))) == ["positive parameter"]
+    assert _shown(lambda: _model(jit, [1, 2, 3])(jnp.ones((2, 3)))) == ["positive parameter"]

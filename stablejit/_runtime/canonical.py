@@ -30,7 +30,7 @@ from . import trace_warnings, verify
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import Entry, alias, live_entries, serve
 from .options import Lift
-from .statics import rebox, unbox
+from .statics import compared_by_identity, rebox, unbox
 
 TRACE_LOCK = threading.RLock()
 """Held while user code runs at trace time, and while a missed key is
@@ -176,7 +176,7 @@ def make_canonical(
                 return out
             stats.trace_ended(entry, time.perf_counter() - start)
             if shown or entry.warned.callers is not None:
-                _warned(entry, fn, shown)
+                _warned(entry, [fn, *compared_by_identity(rest, kwargs)], shown)
         if on_traced is not None:
             on_traced(entry, args[:n_leaves], args[n_leaves:], kwargs)
         return out
@@ -239,8 +239,9 @@ def ready_for(entry: Entry, jitted: Callable) -> Callable:
     if warned.callers is not None:
 
         def replaying(*args, **kwargs):
-            trace_warnings.replay_to(warned, current_callable(entry))
-            return jitted(*args, **kwargs)
+            callers = [current_callable(entry), *compared_by_identity(args, kwargs)]
+            with trace_warnings.replaying(warned, callers):
+                return jitted(*args, **kwargs)
 
         replaying.replays = jitted
         ready = replaying
@@ -277,11 +278,11 @@ def _resample(p: float) -> None:
 config.on_verify(_resample)
 
 
-def _warned(entry: Entry, fn, shown: list) -> None:
-    """After a trace of ``entry`` by ``fn`` that showed ``shown`` (or of an
-    entry that had warned before): ``fn`` has seen its warnings, and later
-    callers will (see :func:`ready_for`)."""
-    if trace_warnings.saw(entry.warned, fn, shown) and entry.ready is not None:
+def _warned(entry: Entry, callers: list, shown: list) -> None:
+    """After a trace of ``entry`` by ``callers`` (see :func:`ready_for`) that
+    showed ``shown`` (or of an entry that had warned before): they have seen
+    its warnings, and later callers will."""
+    if trace_warnings.saw(entry.warned, callers, shown) and entry.ready is not None:
         # (a retrace for new shapes, on the hot path; sampled once, if verify mode is on)
         serve(entry, ready_for(entry, unsampled(entry.ready)))
 

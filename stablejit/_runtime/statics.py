@@ -12,6 +12,8 @@ apart — and carries the value to the trace.
 from __future__ import annotations
 
 import inspect
+import types
+import weakref
 from typing import Any
 
 import jax
@@ -203,3 +205,64 @@ def release(args: tuple, kwargs: dict) -> None:
     for a in kwargs.values():
         if type(a) is Box:
             a.value = None
+
+
+_BUILT_IN_NODES = frozenset({tuple, list, dict, type(None)})
+_BUDGET = 10_000  # objects looked at per call, at most: a replay's check stays cheap
+
+
+def compared_by_identity(args: tuple, kwargs: dict) -> list:
+    """What ``jax.jit`` would compare by identity in a call's arguments: the
+    objects whose type keeps ``object.__eq__`` (functions, partials, classes,
+    plain instances) among its static arguments' values and in the pytree
+    structures (node types, auxiliary data) of all of them. A new one is a
+    retrace under ``jax.jit`` (a fresh closure in diffrax's term, passed
+    static by equinox's filter_jit) where stablejit, keyed by structure,
+    hits: :mod:`.trace_warnings` replays a trace's warnings for it. Objects
+    without weak references are left out: they could only be remembered by
+    keeping them alive."""
+    out: list = []
+    todo: list = [(args, kwargs)]
+    budget = _BUDGET
+    while todo and budget > 0:
+        try:
+            leaves, treedef = jax.tree_util.tree_flatten(todo.pop())
+        except Exception:  # noqa: BLE001 (auxiliary data jax.jit never flattens)
+            continue
+        budget -= len(leaves) + treedef.num_nodes
+        leaves += _structure(treedef, todo)
+        for x in leaves:
+            t = type(x)
+            if t is Box:
+                todo.append(x.value)
+            elif t is types.MethodType:  # equal when self and function are
+                todo.append((x.__self__, x.__func__))
+            elif t is jax.tree_util.PyTreeDef:
+                leaves += _structure(x, todo)  # (looked at later in this loop)
+            elif t.__eq__ is object.__eq__ and _weakly(x):
+                out.append(x)
+    return out
+
+
+def _structure(treedef, todo: list) -> list:
+    """The node types of ``treedef`` (to be looked at as leaves), their
+    auxiliary data queued on ``todo`` (to be flattened)."""
+    types_, nodes = [], [treedef]
+    while nodes:
+        td = nodes.pop()
+        data = td.node_data()
+        if data is not None:
+            if data[0] not in _BUILT_IN_NODES:
+                types_.append(data[0])
+            if data[1] is not None:
+                todo.append(data[1])
+        nodes.extend(td.children())
+    return types_
+
+
+def _weakly(x) -> bool:
+    try:
+        weakref.ref(x)
+    except TypeError:
+        return False
+    return True

@@ -7,9 +7,10 @@ parameters, JAX's own dtype notices) is a Python side effect of the trace.
 traces nothing: without a replay the warning would be gone.
 
 So each trace records the warnings it shows (as shown, after the filters) in
-its entry, and the first call of the entry by another function object shows
-them again, through the filters and the warning registry of the module that
-issued them: where the filters say "once per location", the replay is
+its entry, and the first call of the entry by another function object (or
+with another object that ``jax.jit`` compares by identity: a fresh closure
+in a static argument or in a pytree's auxiliary data) shows them again,
+through the filters and the warning registry of the module that issued them: where the filters say "once per location", the replay is
 silent, as the retrace's warning would be; where they say "always" or
 "error", it shows or raises, as it would.
 
@@ -37,7 +38,9 @@ def _hook(msg) -> None:
     logs = getattr(_LOCAL, "logs", None)
     if logs:
         logs[-1].append(msg)
-    _original(msg)
+    replayed = getattr(_LOCAL, "replayed", None)
+    if replayed is None or _identity(msg) not in replayed:
+        _original(msg)
 
 
 def _install() -> bool:
@@ -101,22 +104,44 @@ class Warned:
         self.callers: weakref.WeakSet | None = None  # None until a trace warns
 
 
-def saw(warned: Warned, fn, shown: list) -> bool:
-    """After a trace by ``fn`` that showed ``shown`` (or of an entry that had
-    warned before): ``fn`` has seen the warnings. True the first time its
-    entry warned: from then on, its hits must replay them (:func:`replay_to`)."""
+def saw(warned: Warned, callers: list, shown: list) -> bool:
+    """After a trace by ``callers`` (the function, then what ``jax.jit``
+    would have compared by identity in the call) that showed ``shown`` (or of
+    an entry that had warned before): they have seen the warnings. True the
+    first time its entry warned: from then on, its hits must replay them
+    (:func:`replaying`)."""
     warned.warnings = merged(warned.warnings, shown)
     first = warned.callers is None
     if first:
         warned.callers = weakref.WeakSet()
-    first_call(warned.callers, fn)
+    _new(warned.callers, callers)
     return first
 
 
-def replay_to(warned: Warned, caller) -> None:
-    """Shows ``warned``'s warnings again if ``caller`` has not seen them."""
-    if first_call(warned.callers, caller):
-        emit(warned.warnings)
+@contextlib.contextmanager
+def replaying(warned: Warned, callers: list):
+    """Around a hit's call: shows ``warned``'s warnings again if one of
+    ``callers`` has not seen them (``jax.jit`` would have traced that call
+    anew), before the call runs, as a trace would. Should the call trace
+    after all (new shapes, or JAX's own key), its trace does not show them a
+    second time: one call, one showing, as under ``jax.jit``."""
+    if not _new(warned.callers, callers):
+        yield
+        return
+    emit(warned.warnings)
+    outer = getattr(_LOCAL, "replayed", None)
+    _LOCAL.replayed = (outer or frozenset()) | {_identity(m) for m in warned.warnings}
+    try:
+        yield
+    finally:
+        _LOCAL.replayed = outer
+
+
+def _new(seen: weakref.WeakSet, callers: list) -> bool:
+    new = False
+    for c in callers:  # each noted, even after a new one
+        new = first_call(seen, c) or new
+    return new
 
 
 def _identity(m):

@@ -381,3 +381,14 @@ def test_a_class_level_frozenset_is_rechecked_by_what_it_holds(traced):
     finally:
         OFFSET = 1.0
     assert traced() == 2
+
+
+@pytest.mark.skipif(native.NATIVE is None, reason="no accelerator: no version tags")
+def test_the_accelerator_reads_a_version_tag_that_changes_with_the_class():
+    # (Where it read none, every check would fall back to Python: correct, not fast.)
+    Scaled = _make_scaled()
+    before = native.NATIVE.type_tag(Scaled)
+    assert before != 0
+    assert native.NATIVE.type_tag(Scaled) == before
+    Scaled.s = 3.0
+    assert native.NATIVE.type_tag(Scaled) not in (0, before)

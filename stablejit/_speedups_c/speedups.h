@@ -109,11 +109,13 @@ PyObject *sj_record_call(PyObject *call, PyObject *fn, PyObject *opts, PyObject 
 PyObject *sj_dict_of(PyObject *o);
 
 /* CPython's version tag of tp as it stands: 0 if it has none (CPython
- * clears it whenever tp or a base is assigned an attribute). */
+ * clears it whenever tp or a base is assigned an attribute). Before 3.13 a
+ * flag says whether it is valid; from 3.13 the flag is unused and a cleared
+ * tag is 0. */
 static inline unsigned int
 sj_tag_now(PyTypeObject *tp)
 {
-#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+#if PY_VERSION_HEX < 0x030D0000
     if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
         return 0;
 #endif

@@ -109,6 +109,24 @@ def record_checks(request, monkeypatch):
 
 
 @pytest.fixture
+def walks(monkeypatch):
+    """Counts full walks: calls that the fast path did not serve."""
+    import stablejit._runtime.calls as calls
+
+    count = [0]
+    real = calls.call_key
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    # Where the call functions make their full walk (patched in jitted, as it
+    # was, it counted trace() and lower() only, which no test here calls).
+    monkeypatch.setattr(calls, "call_key", counting)
+    return lambda: count[0]
+
+
+@pytest.fixture
 def explained(caplog):
     """The ``stablejit`` logger's messages so far, with ``config.explain_misses`` on."""
     stablejit.config.explain_misses = True

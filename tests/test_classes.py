@@ -50,6 +50,20 @@ def _make_scaled():
     return Scaled
 
 
+def _make_shifted():
+    """A class whose property reads the global ``OFFSET``, which the tag cannot see."""
+
+    class Shifted:
+        @property
+        def offset(self):
+            return OFFSET
+
+        def __call__(self, x):
+            return x + self.offset
+
+    return Shifted
+
+
 def test_a_rebound_class_attribute_retraces(traced):
     Scaled = _make_scaled()
     m = Scaled()
@@ -99,15 +113,7 @@ def test_super_reads_the_base_as_it_is_now(traced):
 def test_a_property_whose_global_is_rebound_retraces(traced):
     global OFFSET
 
-    class Shifted:
-        @property
-        def offset(self):
-            return OFFSET
-
-        def __call__(self, x):
-            return x + self.offset
-
-    m = Shifted()
+    m = _make_shifted()()
     try:
         _calls(m)
         OFFSET = 5.0
@@ -267,15 +273,7 @@ def test_native_deep_checks_made_wrong_are_caught(monkeypatch):
     # there are none, it would miss a global a method reads being rebound.
     global OFFSET
 
-    class Shifted:
-        @property
-        def offset(self):
-            return OFFSET
-
-        def __call__(self, x):
-            return x + self.offset
-
-    f = _over_instance(Shifted())
+    f = _over_instance(_make_shifted()())
     record = _built(f)
     real = class_guards.class_check
     wrong = lambda state, s: (*real(state, s)[:3], ())  # noqa: E731 - told: nothing deep

@@ -16,24 +16,6 @@ from _helpers import count_trace as _traced
 from stablejit import stable_jit
 
 
-@pytest.fixture
-def walks(monkeypatch):
-    """Counts full walks: calls that the fast path did not serve."""
-    import stablejit._runtime.calls as calls
-
-    count = [0]
-    real = calls.call_key
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    # Where the call functions make their full walk (patched in jitted, as it
-    # was, it counted trace() and lower() only, which no test here calls).
-    monkeypatch.setattr(calls, "call_key", counting)
-    return lambda: count[0]
-
-
 def _weighted(d):
     # Position matters: a dict iterated in another order gives another result.
     return sum((i + 1) * v for i, v in enumerate(d.values()))

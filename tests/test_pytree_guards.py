@@ -15,22 +15,6 @@ from _helpers import count_trace
 from stablejit import stable_jit
 
 
-@pytest.fixture
-def walks(monkeypatch):
-    """Counts full walks: calls that the fast path did not serve."""
-    import stablejit._runtime.calls as calls
-
-    count = [0]
-    real = calls.call_key
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(calls, "call_key", counting)
-    return lambda: count[0]
-
-
 class Scaled:
     """A node with one child and its scale as metadata."""
 

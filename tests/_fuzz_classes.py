@@ -31,7 +31,7 @@ class Root:
     table = [1.0, 2.0]
     opts = {"x": 0.5}
     small = np.arange(3, dtype=np.float32)  # a NumPy constant: keyed by its contents
-    big = np.arange(2048, dtype=np.float32)  # past numpy_constant_bytes: lifted
+    big = np.arange(2048, dtype=np.float32)  # a class's arrays are baked, whatever their size
     jarr = jnp.ones(3)
 
     def act(self, x):
@@ -194,7 +194,11 @@ class ClassProgram:
 
 
 def _config(v):
-    """``config``, and functions by their code (what replaced methods differ in)."""
+    """``config``, and functions by their code (what replaced methods differ in). A class's
+    NumPy arrays are baked into the trace whatever their size (never lifted: a class is keyed
+    apart from any call's inputs), so they count by their contents."""
+    if type(v) is np.ndarray:
+        return ("constant", v.shape, str(v.dtype), v.tobytes())
     if isinstance(v, (classmethod, staticmethod)):
         return (type(v), v.__func__.__code__)
     if isinstance(v, property):

@@ -1,5 +1,8 @@
 """Plain helper functions shared by several test modules (fixtures live in conftest.py)."""
 
+import os
+from pathlib import Path
+
 import jax
 
 from stablejit._diagnostics import events
@@ -44,3 +47,14 @@ def params(seed):
     """Random parameters of an 8-token greedy-decoding loop."""
     k1, k2 = jax.random.split(jax.random.key(seed))
     return {"w": jax.random.normal(k1, (8, 8)), "b": jax.random.normal(k2, (8,))}
+
+
+def child_env(**extra: str) -> dict:
+    """The environment of a child Python that imports this checkout's stablejit: the
+    checkout first on ``PYTHONPATH``, ahead of what the parent's ``PYTHONPATH`` names
+    (where a machine keeps its JAX outside site-packages, as a TPU host does), and JAX
+    on the CPU (an accelerator such as a TPU opens to one process at a time, and the
+    parent, the test run, holds it)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "cpu", **extra}

@@ -66,6 +66,14 @@ class Traces:
 
 
 @pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester, whose child runs keep JAX on the CPU: an accelerator such as a TPU
+    opens to one process at a time, and this one, the test run, holds it."""
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    return pytester
+
+
+@pytest.fixture
 def traces():
     return Traces()
 

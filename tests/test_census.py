@@ -1,17 +1,15 @@
 """The census: ``python -m stablejit run`` and the opt-in pytest plugin ``stablejit.pytest``."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from _helpers import child_env
 
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # Five calls of a function that jits a closure it defines: a new function object each time.
 REDEFINED = """
@@ -53,7 +51,7 @@ def run(tmp_path, source, *options, args=()):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+        env=child_env(),
         timeout=300,
     )
     data = json.loads(report.read_text()) if report.exists() else None

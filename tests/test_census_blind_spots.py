@@ -3,15 +3,12 @@ loops counted by their bodies' code (with a pointer to --mode patch), and stable
 per function (a first call is a miss no retrace explains)."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from _helpers import child_env
 
 # A step function that cannot be keyed (what it reaches is deeper than a key can be walked),
 # redefined and jitted on each of 6 calls.
@@ -98,7 +95,7 @@ def run(tmp_path, source, mode):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+        env=child_env(),
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr

@@ -36,7 +36,7 @@
 # most 8 files). The archive is rewritten after every step, so a run cut off by
 # the device's time limit still brings back what finished. STEPS=a,b,... runs
 # only the steps named (install, versions, core tests, suite, seed-percall,
-# persistent, greedy). Each step is capped,
+# persistent, greedy; core-a and core-b run only when named). Each step is capped,
 # and no cap runs past $BUDGET seconds from the start (570: one device call may
 # run 600 s at most); a step with under 10 s left is skipped.
 set -uo pipefail
@@ -160,6 +160,19 @@ step versions "${caps[0]}" "$py" -c 'import jax, jaxlib; print("jax", jax.__vers
 step "core tests" "${caps[1]}" "$py" -m pytest -q -p no:cacheprovider "${stop_early[@]}" tests/test_seed.py \
     tests/test_staleness.py tests/test_callables.py tests/test_fastpath.py tests/test_side_channels.py \
     tests/test_fastpath_containers.py
+# The whole core suite (all but the fuzzer) on the device, named only (STEPS=install,core-a,
+# then STEPS=install,core-b: about 3 and 4 minutes on a TPU v5e, one device call each).
+# The files split at test_loops_in_transforms.py; results in $out/core-<half>.xml.
+core_half() {  # core_half a|b
+    local files
+    files=$(ls tests/test_*.py | grep -v test_fuzz | awk -v h="$1" '(h == "a") == ($0 < "tests/test_loops_in")')
+    "$SJ_PY" -m pytest -q -p no:cacheprovider -rfE --junitxml="$SJ_OUT/core-$1.xml" $files
+}
+export -f core_half
+export SJ_OUT=$out
+for half in a b; do
+    [[ ,${STEPS-}, == *,core-$half,* ]] && step "core-$half" 540 bash -c "core_half $half"
+done
 # Per-call overhead (seed, anchors, optax-step) and the fingerprint's scaling.
 step suite "${caps[2]}" "$py" -m benchmarks --device "$device" --rounds 9 --out "$results" \
     --only seed,anchors,optax-step,scaling

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from compat import envs, report, runner, sources
 from compat.suites import (
+    ALL_MODES,
     DEFAULT_ENV,
     ENVS,
     MODES,
@@ -32,7 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a few fast files per suite (minutes)")
     p.add_argument("--env", choices=sorted(ENVS), help="default: main (quick), py312-jax012 (full)")
     p.add_argument("--only", help="comma-separated suites (default: all): " + ",".join(SUITES))
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: stock,jit,patch")
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="comma-separated: stock,jit,patch (default), jit-verify,patch-verify (verify mode: "
+        "every hit traced again and compared; a stale hit fails its test)",
+    )
     p.add_argument("--jobs", type=int, default=1, help="pytest processes at once (default 1)")
     p.add_argument(
         "--rerun", action="store_true", help="rerun even where a matching raw result exists"
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.git_dir:
         name, _, path = item.partition("=")
         os.environ[f"COMPAT_GIT_{name.strip().upper()}"] = path.strip()
-    modes = _split(args.modes, MODES, "mode")
+    modes = _split(args.modes, ALL_MODES, "mode")
     shard = _shard(args.shard) if args.shard else None
     if args.report_only:
         print(report.write_summary(profile, env.name))

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from compat.suites import MODES, SUITES, by_design, results_root
+from compat.suites import ALL_MODES, SUITES, base_mode, by_design, results_root
 
 MD_LIMIT = 200  # regressions listed per mode in the markdown (all are in the JSON)
 
@@ -28,7 +28,7 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
     complete set of them is there (the most recent complete set)."""
     raw = results_root() / "raw" / profile / env / suite
     runs = {}
-    for mode in MODES:
+    for mode in ALL_MODES:
         path = raw / f"{mode}.json"
         if path.exists():
             runs[mode] = json.loads(path.read_text())
@@ -96,6 +96,8 @@ def _row(run: dict) -> dict:
         "traces": census.get("traces"),
         "stablejit_hits": census.get("stablejit_hits"),
         "stablejit_misses": census.get("stablejit_misses"),
+        "stablejit_verified": census.get("stablejit_verified"),
+        "stablejit_mismatches": census.get("stablejit_mismatches"),
         "status": "timed out" if run["timed_out"] else f"exit {run['returncode']}",
     }
 
@@ -181,6 +183,13 @@ def _table(summaries: list[dict], with_suite: bool) -> list[str]:
         "wall s",
         "compiles",
         "stablejit hits/misses",
+    ]
+    # Verify modes' hits traced again and found stale; the column only where one ran.
+    verify = any(
+        r.get("stablejit_verified") is not None for s in summaries for r in s["modes"].values()
+    )
+    head += ["verified hits/stale"] if verify else []
+    head += [
         "not passing vs stock",
         "by design",
         "run",
@@ -201,6 +210,11 @@ def _table(summaries: list[dict], with_suite: bool) -> list[str]:
                 f"{r['wall_s']:.0f}",
                 _n(r["compiles"]),
                 hm,
+            ]
+            if verify:
+                checked = r.get("stablejit_verified")
+                cells += ["" if checked is None else f"{checked:,}/{r['stablejit_mismatches']:,}"]
+            cells += [
                 "" if lost is None else str(len(lost)),
                 "" if not expected else str(len(expected)),
                 r["status"],
@@ -226,6 +240,14 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
         "fail, error, skip or are not reached in that mode.",
         "",
     ]
+    if any(mode != base_mode(mode) for mode in runs):
+        lines += [
+            "Under a verify mode every cache hit is traced again and compared with the program "
+            "its entry runs, so a test that counts traces fails there by nature; a stale hit "
+            "fails its test with 'stablejit verify mode found … stale hit(s)' and is counted "
+            'in "verified hits/stale".',
+            "",
+        ]
     if summary["stock_not_passing"] is not None:
         lines += [
             f"Stock: {summary['stock_not_passing']:,} tests do not pass (not counted below).",

@@ -26,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from compat.suites import COMPAT, REPO, Suite, results_root, selection
+from compat.suites import COMPAT, REPO, Suite, base_mode, results_root, selection
 
 PLUGIN_DIR = COMPAT / "_plugin"
 
@@ -47,8 +47,14 @@ def mode_args(mode: str, census_path: Path) -> list[str]:
         if mode != "stock":
             raise SystemExit(f"compat: mode {mode!r} needs stablejit/pytest.py (the census plugin)")
         return []
-    flag = {"stock": "off", "jit": "jit", "patch": "patch"}[mode]
-    return ["-p", "stablejit.pytest", f"--stablejit={flag}", f"--stablejit-report={census_path}"]
+    flag = {"stock": "off", "jit": "jit", "patch": "patch"}[base_mode(mode)]
+    verify = ["--stablejit-verify=1"] if mode != base_mode(mode) else []
+    return [
+        "-p",
+        "stablejit.pytest",
+        f"--stablejit={flag}",
+        f"--stablejit-report={census_path}",
+    ] + verify
 
 
 @dataclasses.dataclass
@@ -255,7 +261,8 @@ def _census(path: Path) -> dict | None:
     keep = ("traces", "compiles", "jit_objects", "redefined_codes", "retraces", "compile_seconds")
     out = {k: report.get(k) for k in keep}
     sj = report.get("stablejit") or {}
-    out.update({f"stablejit_{k}": sj.get(k) for k in ("hits", "misses", "compiles") if k in sj})
+    counted = ("hits", "misses", "compiles", "verified", "mismatches")
+    out.update({f"stablejit_{k}": sj.get(k) for k in counted if k in sj})
     return out
 
 

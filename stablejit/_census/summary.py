@@ -17,6 +17,7 @@ from .._diagnostics import events
 from .._diagnostics import stats as _stats
 from .._observe import cache_info
 from .._runtime import cache as _cache
+from .._runtime import verify as _verify
 from .counts import CENSUS
 
 TOP = 10
@@ -134,6 +135,9 @@ def report() -> dict[str, Any]:
             "traces": info.traces,
             "compiles": info.compiles,
             "entries": info.entries,
+            # This process's, past every clear_cache() (the pytest plugin clears per test).
+            "verified": _verify.TOTALS[0],
+            "mismatches": _verify.TOTALS[1],
         }
         out["functions"] = _functions(retraces)
     out["hint"] = _hint(c.mode, out)

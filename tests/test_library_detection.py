@@ -6,15 +6,23 @@ Libraries are told by where they are installed: the standard library, a
 that a distribution was installed into (its ``.dist-info`` lists the
 package), such as a machine image's JAX on ``PYTHONPATH``. Code there that
 no distribution installed, and editable installs, are user code.
+
+So a library's internal state never makes a user's function retrace: a
+registry that grows as users define classes (flax's of graph node types) is
+read only through its module-level functions, which are keyed by identity.
 """
 
 import importlib
 import json
 import sys
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
+from _helpers import TRACED, count_trace
 
 import stablejit
+from stablejit import stable_jit
 from stablejit._fingerprint import code as code_module
 from stablejit._fingerprint.code import code_info, is_library_file
 from stablejit._fingerprint.walk import fingerprint
@@ -93,3 +101,69 @@ def test_stablejit_itself_is_library_code_wherever_it_lies():
     assert is_library_file(stablejit.__file__)
     assert is_library_file(code_module.__file__)
     assert code_info(stablejit.while_loop.__code__).library
+
+
+# A library keeping a registry of its node classes, filled as subclasses are
+# defined (as flax keeps its graph node types), which its wrapper's nested
+# function reads on every call through a module-level function.
+_REGISTRY_LIB = """\
+_RULES = {}
+
+
+class Node:
+    scale = 1.0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _RULES[cls] = cls.scale
+
+
+def rule(node):
+    return _RULES[type(node)]
+
+
+def bind(fn, node):
+    def bound(x):
+        return fn(x) * rule(node)
+
+    return bound
+"""
+
+
+def _traces_across_a_registry_growing(scrub) -> int:
+    """Calls a library-wrapped user function before and after a user class
+    joins the library's registry; returns how many times it was traced."""
+    _distribution(scrub, "scrubnodes", {"scrubnodes.py": _REGISTRY_LIB})
+    nodes = importlib.import_module("scrubnodes")
+
+    class Doubled(nodes.Node):
+        scale = 2.0
+
+    def shifted(x):
+        count_trace()
+        return x + 1.0
+
+    before = len(TRACED)
+    f = stable_jit(nodes.bind(shifted, Doubled()))
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(f(x), (x + 1.0) * 2.0)
+
+    class Tripled(nodes.Node):  # the registry grows; nothing f computes changed
+        scale = 3.0
+
+    for _ in range(2):
+        np.testing.assert_allclose(f(x), (x + 1.0) * 2.0)
+    return len(TRACED) - before
+
+
+def test_a_library_registry_growing_as_users_define_classes_does_not_retrace(scrub, record_checks):
+    assert _traces_across_a_registry_growing(scrub) == 1
+
+
+def test_walking_library_functions_would_retrace_on_their_registry(scrub, monkeypatch):
+    # The shortcut made wrong: the library's files taken for user code, so
+    # ``rule`` is walked and its global registry keyed by contents.
+    real = code_module.is_library_file
+    mine = str(scrub)
+    monkeypatch.setattr(code_module, "is_library_file", lambda f: real(f) and mine not in f)
+    assert _traces_across_a_registry_growing(scrub) == 2

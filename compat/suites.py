@@ -296,14 +296,6 @@ _JAX_BY_DESIGN = {
         "lambda hits the first one's entry, so there is no miss to explain (the loop "
         "stablejit exists for)"
     ),
-    _API + "APITest::test_cache_miss_explanations_other_weak_type": (
-        "asserts JAX's explanation of a miss ('different input types'), which JAX gives "
-        "about its own cache: under stablejit that is the canonical function's, one per "
-        "code and shared by every function of that code, so JAX compares the miss with the "
-        "closest key among those an earlier test's function of the same code (line 4951) "
-        "traced, under other config values, and explains that instead (it passes run "
-        "alone); stablejit's own explanation (config.explain_misses) names the weak type"
-    ),
     _API + "APITest::test_eval_shape_trace_cache_share": (
         "asserts that jax.jit(f) reuses the trace jax.eval_shape(f) made (JAX's trace "
         "cache is keyed by the function object): jax.eval_shape traces with JAX's own jit, "

@@ -280,8 +280,9 @@ _JAX_BY_DESIGN = {
         "counts the raw interpreter stack (inspect.stack()) between a call and its traced "
         "body, 6 under jax.jit: stablejit's miss path adds 5 Python frames (its call "
         "function and that one's api boundary, first_call, stage, the canonical function "
-        "that rebuilds the user's). What users see is filtered as jax.jit's is "
-        "(tests/test_jit_parity.py: a user's error shows the user's frames)"
+        "that rebuilds the user's; with all but that one gone, it alone makes 7). What users "
+        "see is filtered as jax.jit's is (tests/test_jit_parity.py: a user's error shows the "
+        "user's frames)"
     ),
     _API + "APITest::test_rank_promotion_forces_retrace": (
         "counts traces through a nonlocal counter of a function the test redefines in a "
@@ -300,7 +301,9 @@ _JAX_BY_DESIGN = {
         "asserts that jax.jit(f) reuses the trace jax.eval_shape(f) made (JAX's trace "
         "cache is keyed by the function object): jax.eval_shape traces with JAX's own jit, "
         "and stable_jit traces its canonical function, another function object, so f's "
-        "body is traced twice, not once; results are stock's"
+        "body is traced twice, not once; results are stock's. Reusing JAX's trace of f "
+        "would serve a trace made before a global f reads was rebound, which stablejit's key "
+        "sees and JAX's trace cache does not"
     ),
     _API + "RematTest::test_remat_of_scan_funky_custom_jvp": (
         "counts 'sin' in a printed jaxpr: the custom_jvp rule jits a lambda of the same "

@@ -273,8 +273,8 @@ _JAX_BY_DESIGN = {
     _API + "JitTest::test_omnistaging": (
         "asserts that a tracer leaks into a closed-over list (jax issue 5206): stablejit lifts "
         "the list's key array to an input, and a traced value written over a lifted array is "
-        "returned and written back as a concrete array (docs/how-it-works.md), so no tracer "
-        "leaks; the random draw is stock's"
+        "dropped, the program keeping its array (docs/how-it-works.md), so no tracer leaks; "
+        "the random draw is stock's"
     ),
     _API + "TracebackTest::test_jit_traceback": (
         "counts the raw interpreter stack (inspect.stack()) between a call and its traced "

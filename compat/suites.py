@@ -285,15 +285,16 @@ _JAX_BY_DESIGN = {
     _API + "JitTest::test_omnistaging": (
         "asserts that a tracer leaks into a closed-over list (jax issue 5206): stablejit lifts "
         "the list's key array to an input, and a traced value written over a lifted array is "
-        "returned and written back as a concrete array (docs/how-it-works.md), so no tracer "
-        "leaks; the random draw is stock's"
+        "dropped, the program keeping its array (docs/how-it-works.md), so no tracer leaks; "
+        "the random draw is stock's"
     ),
     _API + "TracebackTest::test_jit_traceback": (
         "counts the raw interpreter stack (inspect.stack()) between a call and its traced "
         "body, 6 under jax.jit: stablejit's miss path adds 5 Python frames (its call "
         "function and that one's api boundary, first_call, stage, the canonical function "
-        "that rebuilds the user's). What users see is filtered as jax.jit's is "
-        "(tests/test_jit_parity.py: a user's error shows the user's frames)"
+        "that rebuilds the user's; with all but that one gone, it alone makes 7). What users "
+        "see is filtered as jax.jit's is (tests/test_jit_parity.py: a user's error shows the "
+        "user's frames)"
     ),
     _API + "APITest::test_rank_promotion_forces_retrace": (
         "counts traces through a nonlocal counter of a function the test redefines in a "
@@ -308,19 +309,13 @@ _JAX_BY_DESIGN = {
         "lambda hits the first one's entry, so there is no miss to explain (the loop "
         "stablejit exists for)"
     ),
-    _API + "APITest::test_cache_miss_explanations_other_weak_type": (
-        "asserts JAX's explanation of a miss ('different input types'), which JAX gives "
-        "about its own cache: under stablejit that is the canonical function's, one per "
-        "code and shared by every function of that code, so JAX compares the miss with the "
-        "closest key among those an earlier test's function of the same code (line 4951) "
-        "traced, under other config values, and explains that instead (it passes run "
-        "alone); stablejit's own explanation (config.explain_misses) names the weak type"
-    ),
     _API + "APITest::test_eval_shape_trace_cache_share": (
         "asserts that jax.jit(f) reuses the trace jax.eval_shape(f) made (JAX's trace "
         "cache is keyed by the function object): jax.eval_shape traces with JAX's own jit, "
         "and stable_jit traces its canonical function, another function object, so f's "
-        "body is traced twice, not once; results are stock's"
+        "body is traced twice, not once; results are stock's. Reusing JAX's trace of f "
+        "would serve a trace made before a global f reads was rebound, which stablejit's key "
+        "sees and JAX's trace cache does not"
     ),
     _API + "RematTest::test_remat_of_scan_funky_custom_jvp": (
         "counts 'sin' in a printed jaxpr: the custom_jvp rule jits a lambda of the same "

@@ -29,6 +29,7 @@ from .._native import NATIVE
 from . import trace_warnings, verify
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import Entry, alias, live_entries, serve
+from .jaxcaches import OneContext
 from .options import Lift
 from .statics import compared_by_identity, rebox, unbox
 
@@ -121,9 +122,13 @@ def make_canonical(
     ``source``: how JAX is to name the function (see :class:`Source`).
     """
 
+    keys = OneContext()
+
     def canonical(*args, **kwargs):
         # verify mode's trace (see .verify) is not the cache's: uncounted, unexplained
         again = verify.verifying(entry)
+        if not again:
+            keys.tracing(canonical)
         fn = current_callable(entry)
         rest, kwargs = unwrap(args[n_leaves:], kwargs)
         if (

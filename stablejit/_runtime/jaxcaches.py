@@ -23,6 +23,15 @@ instead saved 3, and would cost a trace to a call under another trace
 An entry dropped gives up everything it holds (:func:`forget`), and only
 that: ``jax.jit``'s ``clear_cache()`` also empties JAX's cache of inferred
 parameters for every function.
+
+And an entry's canonical function keeps, in JAX's trace cache, the keys of
+one trace context at a time (:class:`OneContext`): JAX explains a miss
+(``jax_explain_cache_misses``) against the traced function's other keys,
+and a key of another context first. A canonical function is shared by every
+function of its key, so without this one function's miss would be explained
+by a trace another function made under other config values (an earlier
+test's, a library's under its own precision), where ``jax.jit`` of that
+function compares like with like.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from __future__ import annotations
 import logging
 
 from jax._src import util as _jax_util
+from jax._src.config import trace_context
+from jax._src.interpreters import partial_eval as pe
 
 _log = logging.getLogger("stablejit")
 
@@ -62,3 +73,30 @@ def forget(jitted) -> None:
             evict(fn)
         except TypeError as e:  # a JAX whose evictors take other arguments: left to their bounds
             _log.debug("stablejit: could not evict %r from a JAX cache: %r", fn, e)
+
+
+class OneContext:
+    """The trace context of the keys JAX's trace cache holds for one
+    function (None: none yet, or forgotten)."""
+
+    __slots__ = ("context",)
+
+    def __init__(self):
+        self.context = None
+
+    def tracing(self, fn) -> None:
+        """At the start of a trace of ``fn`` (JAX has explained its miss):
+        in another context than the keys held, forgets them all.
+
+        The trace's own key goes too (JAX filed it as the trace began, and
+        keeps no key apart): the next trace, in either context, holds the
+        keys from then on. Only JAX's trace cache forgets: its inferred
+        parameters, lowerings and executables stay, so nothing traced is
+        traced or compiled again; a later explanation may find fewer keys.
+        """
+        now = trace_context()
+        if self.context is None:
+            self.context = now
+        elif now != self.context:
+            pe.trace_to_jaxpr.evict_weakref(fn)
+            self.context = None

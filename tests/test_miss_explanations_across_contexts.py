@@ -1,0 +1,80 @@
+"""JAX's cache-miss explanations (``jax_explain_cache_misses``) of a stable_jit
+function compare its miss with keys of the config values it runs under, as
+under jax.jit, though its canonical function is shared with every function of
+the same code, some of which ran under other values."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _helpers import COMPILED, count_trace
+
+from stablejit import stable_jit
+
+
+def _sine_plus():
+    """A new function object of one code on each call (a test's, a loop's)."""
+
+    def f(x, y):
+        count_trace()
+        return jnp.sin(x) + y
+
+    return f
+
+
+def _explanation(caplog, call) -> str:
+    caplog.clear()
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        call()
+    (message,) = [r.getMessage() for r in caplog.records if "CACHE MISS" in r.getMessage()]
+    return message
+
+
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit])
+def test_a_weak_type_miss_is_explained_as_such_after_a_twin_ran_under_other_config(jit, caplog):
+    twin = jit(_sine_plus())
+    twin(0.0, 1.0)
+    with jax.numpy_rank_promotion("warn"), jax.default_matmul_precision("high"):
+        twin(0.0, 1.0)
+
+    f = jit(_sine_plus())
+    y = jnp.arange(4, dtype=jnp.float32)
+    f(jnp.float32(0.0), y)
+    message = _explanation(caplog, lambda: f(0.0, y))
+
+    assert "different input types" in message
+    assert "at x, now f32[]{weak_type=True} and before f32[]{weak_type=False}" in message
+    assert "Tracing context" not in message
+
+
+def test_a_miss_under_new_config_is_explained_by_the_config_as_under_jax_jit(caplog):
+    f = stable_jit(_sine_plus())
+    f(0.0, 1.0)
+    with jax.numpy_rank_promotion("warn"):
+        message = _explanation(caplog, lambda: f(0.0, 1.0))
+    assert "Tracing context doesn't match" in message
+
+
+def test_calls_in_each_config_after_switching_trace_and_compile_nothing_again(traced):
+    # JAX forgets the canonical function's trace keys when its config
+    # changes; what it traced and compiled must still serve every call.
+    f = stable_jit(_sine_plus())
+    x, y = np.float32(0.5), np.arange(3, dtype=np.float32)
+    expected = np.sin(x) + y
+    np.testing.assert_allclose(f(x, y), expected, rtol=1e-6)
+    with jax.numpy_rank_promotion("warn"):
+        np.testing.assert_allclose(f(x, y), expected, rtol=1e-6)
+    np.testing.assert_allclose(f(x, y[:2]), expected[:2], rtol=1e-6)
+    traces, compiles = traced(), len(COMPILED)
+    assert traces == 3
+
+    for _ in range(2):
+        np.testing.assert_allclose(f(x, y), expected, rtol=1e-6)
+        np.testing.assert_allclose(stable_jit(_sine_plus())(x, y[:2]), expected[:2], rtol=1e-6)
+        with jax.numpy_rank_promotion("warn"):
+            np.testing.assert_allclose(f(x, y), expected, rtol=1e-6)
+    assert (traced(), len(COMPILED)) == (traces, compiles)
+    with jax.numpy_rank_promotion("warn"):
+        f.lower(x, y)
+    f.lower(x, y[:2])
+    assert traced() == traces

@@ -205,3 +205,26 @@ def test_what_a_declared_flatten_makes_that_is_no_field_keeps_its_flatten():
         pure_nodes.plan_of(node, (DICT,), made, children)
     names = (("a",), TupleGuard(tuple, ("a",)))  # a tuple of atoms: a constant of the flatten
     assert pure_nodes.plan_of(node, (DICT,), names, children) == (("w",), (("w", ANY_ARRAY),))
+
+
+def test_closures_over_several_models_called_in_turns_are_each_served_by_their_record(
+    traced, walks, record_checks
+):
+    nnx = pytest.importorskip("flax.nnx")
+    x = jnp.ones((2, 3))
+    models = [_nnx_model(nnx) for _ in range(3)]
+    for i in (1, 2):  # other structures
+        models[i].layers.extend(nnx.Linear(3, 3, rngs=nnx.Rngs(i)) for _ in range(i))
+    for _ in range(6):
+        for model in models:
+            _call(model, x)
+    before = walks()
+    for _ in range(3):
+        for model in models:  # each call's record is not the last one's
+            np.testing.assert_allclose(_call(model, x), model(x), rtol=1e-6)
+    assert traced() == 3
+    if record_checks == "native":  # (else the walk tries each record's match in turn)
+        assert walks() == before
+    models[0].power = 3  # a change is seen whichever record was the last
+    np.testing.assert_allclose(_call(models[0], x), models[0](x), rtol=1e-6)
+    assert traced() == 4

@@ -183,7 +183,10 @@ class FieldsGuard(Guard, NodeChecks):
 
     def spec(self, s):
         check = None if self.cls_state is None else class_check(self.cls_state, s)
-        plan = tuple([(where, s.value(guard)) for where, guard in self.plan])
+        # (A field of the __dict__ by its place there: the C case holds the
+        # values it read in the names' check, and looks none up.)
+        place = {name: i for i, name in enumerate(self.names or ())}
+        plan = tuple([(place.get(where, where), s.value(guard)) for where, guard in self.plan])
         return (self.mark, self.type, self.kind, check, self.names, plan)
 
 

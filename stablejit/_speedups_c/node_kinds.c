@@ -6,26 +6,14 @@
 
 /* -- fields: (mark, type, kind, class check, names, plan): FieldsGuard ---- */
 
-/* A field of v: where is a name of its __dict__ d, or a slot's descriptor.
- * A new reference, or NULL (no error set) if it has none. */
-static PyObject *
-field_of(PyObject *v, PyObject *d, PyObject *where)
-{
-    PyObject *x;
-    if (PyUnicode_CheckExact(where)) {
-        x = PyDict_GetItemWithError(d, where);
-        Py_XINCREF(x);
-    }
-    else /* (valid: a member descriptor, whose getter runs no Python code) */
-        x = Py_TYPE(where)->tp_descr_get(where, v, (PyObject *)Py_TYPE(v));
-    if (x == NULL)
-        PyErr_Clear();
-    return x;
-}
+/* The most __dict__ values a fields check holds on its stack (past that, on the heap). */
+#define STACK_FIELDS 32
 
 /* A node of the type, its kind unchanged (not numbered: the walk does not
  * number a pytree node), whose __dict__ has these names, in order (None:
- * not read), and whose fields fit the plan's specs, in the plan's order. */
+ * not read), and whose fields fit the plan's specs, in the plan's order:
+ * each field a place in the __dict__ (its values held for the check, which
+ * may run code) or a slot's descriptor. */
 int
 sj_fields_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t, SjFits fits)
 {
@@ -39,26 +27,42 @@ sj_fields_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t, SjFits fits
     PyObject *check = ITEM(spec, 3), *names = ITEM(spec, 4), *plan = ITEM(spec, 5);
     if (check != Py_None && !sj_class_holds(g, check, 0, t, fits))
         return 0;
-    PyObject *d = NULL;
+    PyObject *stack[STACK_FIELDS], **values = stack;
+    Py_ssize_t n = names == Py_None ? 0 : PyTuple_GET_SIZE(names), got = 0;
+    if (n > STACK_FIELDS && (values = PyMem_Malloc(n * sizeof(PyObject *))) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
     Py_INCREF(v); /* (a check may run code that drops its holder's reference) */
     int ok = 1;
     if (names != Py_None) {
-        d = sj_dict_of(v);
-        ok = d != NULL && PyDict_GET_SIZE(d) == PyTuple_GET_SIZE(names);
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *k, *value;
+        PyObject *d = sj_dict_of(v), *k, *value;
+        Py_ssize_t pos = 0;
+        ok = d != NULL && PyDict_GET_SIZE(d) == n;
         while (ok && PyDict_Next(d, &pos, &k, &value)) {
-            PyObject *name = ITEM(names, i++);
+            PyObject *name = ITEM(names, got);
             ok = k == name || (PyUnicode_CheckExact(k) && PyUnicode_Compare(k, name) == 0);
+            Py_INCREF(value);
+            values[got++] = value;
         }
+        Py_XDECREF(d);
     }
     for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(plan); i++) {
-        PyObject *x = field_of(v, d, ITEM(ITEM(plan, i), 0));
+        PyObject *where = ITEM(ITEM(plan, i), 0), *x;
+        if (PyLong_CheckExact(where)) { /* (valid: a place below n) */
+            x = values[PyLong_AsSsize_t(where)];
+            Py_INCREF(x);
+        }
+        else /* (valid: a member descriptor, whose getter runs no Python code) */
+            x = Py_TYPE(where)->tp_descr_get(where, v, (PyObject *)Py_TYPE(v));
         ok = x != NULL && fits(g, x, ITEM(ITEM(plan, i), 1), t);
         Py_XDECREF(x);
     }
     PyErr_Clear();
-    Py_XDECREF(d);
+    while (got > 0)
+        Py_DECREF(values[--got]);
+    if (values != stack)
+        PyMem_Free(values);
     Py_DECREF(v);
     return ok;
 }
@@ -79,9 +83,11 @@ sj_fields_valid(Shape *s, PyObject *spec, SjValid valid)
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
             return sj_invalid("a fields spec's plan");
         where = ITEM(pair, 0);
-        if (PyUnicode_CheckExact(where) ? names == Py_None
-                                        : !PyObject_TypeCheck(where, &PyMemberDescr_Type))
-            return sj_invalid("a field is neither a name of its __dict__ nor a slot");
+        if (PyLong_CheckExact(where)
+                ? names == Py_None || PyLong_AsSsize_t(where) < 0 ||
+                      PyLong_AsSsize_t(where) >= PyTuple_GET_SIZE(names)
+                : !PyObject_TypeCheck(where, &PyMemberDescr_Type))
+            return sj_invalid("a field is neither a place in its __dict__ nor a slot");
         if (!valid(s, ITEM(pair, 1), 0))
             return 0;
     }

@@ -228,3 +228,36 @@ def test_closures_over_several_models_called_in_turns_are_each_served_by_their_r
     models[0].power = 3  # a change is seen whichever record was the last
     np.testing.assert_allclose(_call(models[0], x), models[0](x), rtol=1e-6)
     assert traced() == 4
+
+
+class Shown:
+    """A node whose class answers ``__dict__`` itself, with a value it derives."""
+
+    def __init__(self, w, n):
+        self.w, self.n = w, n
+
+    def __getattribute__(self, name):
+        if name == "__dict__":
+            real = object.__getattribute__(self, "__dict__")
+            return {"w": real["w"], "n": real["n"] + 1}
+        return object.__getattribute__(self, name)
+
+    def __call__(self, x):
+        return x * self.w
+
+
+def _shown_flatten(s):
+    d = vars(s)
+    return (d["w"],), d["n"]
+
+
+jax.tree_util.register_pytree_node(Shown, _shown_flatten, lambda n, ch: Shown(ch[0], n - 1))
+
+
+def test_a_node_whose_class_answers_its_dict_itself_keeps_its_flatten(traced, monkeypatch):
+    monkeypatch.setitem(pure_nodes.PURE, _shown_flatten, (DICT,))
+    x = jnp.arange(3.0)
+    node = Shown(jnp.ones(3), 1)
+    _check(node, x, 1, traced, calls=6)
+    object.__setattr__(node, "n", 2)  # what its flatten reads through the class's answer
+    _check(node, x, 2, traced)

@@ -224,7 +224,7 @@ def plan_of(v, reads, aux, children):
     plan = []  # (where, guard), in the order the walk met them
     for read in reads:
         if read is DICT:
-            if not _stored_dict(tp):
+            if not _stored_dict(tp) or not _hands_dict_through(tp.__getattribute__):
                 raise _Impure
             d = get_attr(v, "__dict__")
             names = tuple(d)
@@ -278,6 +278,16 @@ def _constant(guard) -> bool:
     if type(guard) is TupleGuard:
         return all(map(_constant, guard.items))
     return type(guard) is PytreeGuard and not guard.items and _constant(guard.aux)
+
+
+def _hands_dict_through(getattribute) -> bool:
+    """Whether a class's ``__getattribute__`` reads ``__dict__`` as
+    ``object``'s does (a flatten reads the one this guard reads): object's
+    own, or equinox Module's, which hands magic names through unchanged."""
+    return getattribute is object.__getattribute__ or (
+        getattr(getattribute, "__module__", None) == "equinox._module._module"
+        and getattr(getattribute, "__qualname__", None) == "Module.__getattribute__"
+    )
 
 
 def _slot(tp, name):

@@ -14,7 +14,8 @@ That flatten is called directly (``register_pytree_node`` hands the very same
 function to JAX's C++ registry, which the walk's ``tree_flatten`` calls), for
 the types registered so; the builtin nodes (tuples, lists, dicts, their
 subclasses, None), whose one-level flatten differs from the walk's node data,
-keep their own guards.
+keep their own guards. A node whose flatten is declared to read only its
+fields is re-checked through them instead, with no call (see .pure_nodes).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ A declaration is a library's code read and trusted: flax nnx's ``Pytree``
 
 from __future__ import annotations
 
+import operator
 import sys
 import types
 from typing import NamedTuple
@@ -34,7 +35,7 @@ from .class_guards import class_check
 from .codegen import FAIL
 from .container_guards import TupleGuard, get_attr, same_names
 from .guards import ANY_ARRAY, ATOM_TYPES, GUARD_TYPES, Guard, guard_fits, same_atom
-from .objects import _stored_dict
+from .objects import stored_dict
 from .pytree_guards import NodeChecks, PytreeGuard, weight
 from .pytree_guards import node_guard as flatten_guard
 
@@ -105,7 +106,7 @@ class ItemsGuard(Guard):
         keys = self.keys
         if type(v) is not dict or len(v) != len(keys):
             return False
-        if not all(map(_is, v, keys)) and not same_names(v, keys):
+        if not all(map(operator.is_, v, keys)) and not same_names(v, keys):
             return False
         return all(x is e or same_atom(x, e) for x, e in zip(v.values(), self.values, strict=True))
 
@@ -114,10 +115,6 @@ class ItemsGuard(Guard):
 
     def spec(self, s):
         return (self.mark, self.keys, self.values)
-
-
-def _is(a, b) -> bool:
-    return a is b
 
 
 class FieldsGuard(Guard, NodeChecks):
@@ -143,7 +140,9 @@ class FieldsGuard(Guard, NodeChecks):
         names = self.names
         if names is not None:
             d = get_attr(v, "__dict__")
-            if len(d) != len(names) or (not all(map(_is, d, names)) and not same_names(d, names)):
+            if len(d) != len(names) or (
+                not all(map(operator.is_, d, names)) and not same_names(d, names)
+            ):
                 return False
         tp = self.type
         for where, guard in self.plan:
@@ -224,7 +223,7 @@ def plan_of(v, reads, aux, children):
     plan = []  # (where, guard), in the order the walk met them
     for read in reads:
         if read is DICT:
-            if not _stored_dict(tp) or not _hands_dict_through(tp.__getattribute__):
+            if not stored_dict(tp) or not _hands_dict_through(tp.__getattribute__):
                 raise _Impure
             d = get_attr(v, "__dict__")
             names = tuple(d)

@@ -18,7 +18,7 @@ from _helpers import count_trace
 import stablejit
 from stablejit import _native as native
 from stablejit import stable_jit
-from stablejit._fingerprint import container_guards, guards
+from stablejit._fingerprint import container_guards, guards, pure_nodes
 from stablejit._fingerprint.code import code_info
 from stablejit._fingerprint.pytree_guards import PytreeGuard
 from stablejit._fingerprint.records import RecordCheckError
@@ -43,6 +43,51 @@ class Node:
 
 jax.tree_util.register_pytree_node(
     Node, lambda n: ((n.w,), n.scale), lambda scale, ch: Node(ch[0], scale)
+)
+
+
+class Fielded:
+    """A node whose declared flatten reads only its ``__dict__`` (as an nnx
+    Module's does): its arrays as children, its names and the rest as metadata."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _fielded_flatten(n):
+    names = sorted(vars(n))
+    arrays = [k for k in names if hasattr(vars(n)[k], "shape")]
+    rest = tuple(k for k in names if k not in arrays)
+    return [vars(n)[k] for k in arrays], (tuple(arrays), rest, tuple(vars(n)[k] for k in rest))
+
+
+class Slotted:
+    """A node whose declared flatten reads a slot and, item by item, a
+    slot's dict (as an nnx Variable's does)."""
+
+    __slots__ = ("value", "meta")
+
+    def __init__(self, value, **meta):
+        self.value, self.meta = value, meta
+
+
+def _fielded_unflatten(aux, children):
+    arrays, rest, values = aux
+    return Fielded(
+        **dict(zip(arrays, children, strict=True)), **dict(zip(rest, values, strict=True))
+    )
+
+
+jax.tree_util.register_pytree_node(Fielded, _fielded_flatten, _fielded_unflatten)
+jax.tree_util.register_pytree_node(
+    Slotted,
+    lambda s: ((s.value,), tuple(sorted(s.meta.items()))),
+    lambda meta, ch: Slotted(ch[0], **dict(meta)),
+)
+pure_nodes.PURE[_fielded_flatten] = (pure_nodes.DICT,)
+pure_nodes.PURE[jax._src.tree_util._registry[Slotted].to_iter] = (
+    pure_nodes.Slot("value"),
+    pure_nodes.Slot("meta", items=True),
 )
 
 
@@ -134,7 +179,18 @@ def _closures():
         model, cls = Scaled(), Scaled
         return f
 
-    return [atoms(), containers(1.0), functions(), constant(), classes()]
+    def nodes():
+        def f(x):
+            count_trace()
+            return x * model.w * model.inner.value * model.scale + len(model.tags) + len(again)
+
+        inner = Slotted(w, trainable=True, names=("a", None))
+        tags = ["t"]
+        again = tags  # met in the node, then again: a back reference
+        model = Fielded(w=w, inner=inner, scale=2.0, tags=tags, cfg=Config(1.0, "c"))
+        return f
+
+    return [atoms(), containers(1.0), functions(), constant(), classes(), nodes()]
 
 
 def _built(f):
@@ -175,6 +231,9 @@ def _kinds(record):
                 visit(g.state)
             if type(g) is PytreeGuard:
                 visit(g.aux)
+            if type(g) is pure_nodes.FieldsGuard:
+                for _, child in g.plan:
+                    visit(child)
             if type(g) is guards.FunctionGuard:
                 out.update(_kinds(g.record))
             state = getattr(g, "state", None) or getattr(g, "cls_state", None)

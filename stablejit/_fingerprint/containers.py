@@ -15,7 +15,7 @@ from .container_guards import DictGuard, ListGuard, TupleGuard
 from .kind import NO_GUARD, Kind, keys, ref_key
 from .objects import attributes, not_a_pytree
 from .places import ITEM
-from .pytree_guards import node_guard
+from .pure_nodes import node_guard
 from .records import guard_of
 from .sinks import sink_key, sink_of
 
@@ -247,7 +247,7 @@ class Pytree(Kind):
         if _is_namedtuple(v):
             items = item_guards(v, k[2], records)
             return NO_GUARD if items is NO_GUARD else TupleGuard(type(v), items, type_state(k[0]))
-        try:  # any other node: one level of its registered flatten (see .pytree_guards)
+        try:  # any other node: one level of its flatten, or its fields (see .pure_nodes)
             children, treedef = _flatten_or_fall_back(v)
         except _Unflattenable:
             return NO_GUARD  # keyed as if not a pytree (see key)

@@ -71,7 +71,7 @@ class Subclass(Kind):
         return new
 
 
-def _stored_dict(cls) -> bool:
+def stored_dict(cls) -> bool:
     """Whether ``cls``'s instances' ``__dict__`` is the one they store (the
     attribute CPython gives a class), not one its code computes."""
     for c in cls.__mro__:
@@ -194,7 +194,7 @@ class Object(Kind):
             or self.derived
             or self.skip
             or self.slots
-            or not _stored_dict(type(v))
+            or not stored_dict(type(v))
         ):
             return NO_GUARD
         state = guard_of(object.__getattribute__(v, "__dict__"), k[1], records)

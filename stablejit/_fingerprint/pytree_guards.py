@@ -14,7 +14,8 @@ That flatten is called directly (``register_pytree_node`` hands the very same
 function to JAX's C++ registry, which the walk's ``tree_flatten`` calls), for
 the types registered so; the builtin nodes (tuples, lists, dicts, their
 subclasses, None), whose one-level flatten differs from the walk's node data,
-keep their own guards.
+keep their own guards. A node whose flatten is declared to read only its
+fields is re-checked through them instead, with no call (see .pure_nodes).
 """
 
 from __future__ import annotations
@@ -53,7 +54,55 @@ def one_level(flatten, v):
     return children, aux
 
 
-class PytreeGuard(_Items):
+class NodeChecks:
+    """What the guards of a registered pytree node share: the one check of
+    the node's type, and, past what a record's function writes out (a model
+    of many layers), a call of the node's checks compiled on their own, so
+    that each node's lines are written once, however large the model. A
+    node guard holds ``type``, ``kind``, ``cls_state``, ``weight`` (about
+    how many checks its written form takes: a model's root, all of the
+    model's) and ``check`` (that form compiled), and writes ``emit_body``."""
+
+    __slots__ = ()
+
+    def type_fits(self, v, sinks) -> bool:
+        """Whether ``v`` is a node of this type, still keyed as one, its
+        class's state holding (see :meth:`emit_type`)."""
+        tp, state = self.type, self.cls_state
+        if type(v) is not tp or TABLE.get(tp) is not self.kind:
+            return False
+        return state is None or state.holds(sinks)
+
+    def emit_type(self, w, i, v) -> None:
+        tp = w.const(self.type)
+        w.fail_if(i, f"type({v}) is not {tp} or _TABLE.get({tp}) is not {w.const(self.kind)}")
+        if self.cls_state is not None:
+            w.fail_if(i, f"not {w.const(self.cls_state)}.holds(sinks)")
+
+    def emit(self, w, i, v):
+        if self.weight > w.budget:
+            w.fail_if(i, f"not {w.const(self.compiled())}({v}, leaves, sinks, {w.seen})")
+            return
+        w.budget -= 1
+        self.emit_body(w, i, v)
+
+    def compiled(self):
+        """This node's checks as a function of their own (see codegen's
+        ``compile_guard``)."""
+        if self.check is None:
+            self.check = compile_guard(self, self.hold, self.hold_consts())
+        return self.check
+
+    def hold(self, kept) -> str:
+        """The line that keeps what the compiled checks made (see codegen's
+        ``compile_guard``)."""
+        return "pass"
+
+    def hold_consts(self) -> dict:
+        return {}
+
+
+class PytreeGuard(_Items, NodeChecks):
     """A node of this type, still of this kind, whose one-level flatten has
     metadata that fits ``aux`` and as many children as ``items``, each
     fitting its guard."""
@@ -68,25 +117,8 @@ class PytreeGuard(_Items):
         self.cls_state = cls_state
         # What the last check in each thread flattened (see fits).
         self.held: dict = {}
-        # About how many checks its written form takes (a model's root: all
-        # of the model's), and that form compiled on its own (see emit).
-        self.weight = 1 + sum(map(_weight, (aux, *items)))
+        self.weight = 1 + sum(map(weight, (aux, *items)))
         self.check = None
-
-    def type_fits(self, v, sinks) -> bool:
-        """Whether ``v`` is a node of this type, still keyed as one, its
-        class's state holding: the one check of the node's type (see
-        :meth:`emit_type`)."""
-        tp, state = self.type, self.cls_state
-        if type(v) is not tp or TABLE.get(tp) is not self.kind:
-            return False
-        return state is None or state.holds(sinks)
-
-    def emit_type(self, w, i, v) -> None:
-        tp = w.const(self.type)
-        w.fail_if(i, f"type({v}) is not {tp} or _TABLE.get({tp}) is not {w.const(self.kind)}")
-        if self.cls_state is not None:
-            w.fail_if(i, f"not {w.const(self.cls_state)}.holds(sinks)")
 
     def fits(self, v, leaves, sinks, seen) -> bool:
         if not self.type_fits(v, sinks):
@@ -107,26 +139,11 @@ class PytreeGuard(_Items):
             return False
         return self.items_fit(children, leaves, sinks, seen)
 
-    def emit(self, w, i, v):
-        # Past what a record's function writes out (a model of many layers),
-        # a call of this node's checks compiled on their own: each node's
-        # lines are written once, however large the model.
-        if self.weight > w.budget:
-            w.fail_if(i, f"not {w.const(self.compiled())}({v}, leaves, sinks, {w.seen})")
-            return
-        w.budget -= 1
-        self.emit_body(w, i, v)
+    def hold(self, kept) -> str:
+        return f"_held[_ident()] = ({', '.join(kept)},)"
 
-    def compiled(self):
-        """This node's checks as a function of their own (see codegen's
-        ``compile_guard``), which holds what it flattened as :meth:`fits` does."""
-        if self.check is None:
-
-            def hold(kept):
-                return f"_held[_ident()] = ({', '.join(kept)},)"
-
-            self.check = compile_guard(self, hold, {"_held": self.held, "_ident": get_ident})
-        return self.check
+    def hold_consts(self) -> dict:
+        return {"_held": self.held, "_ident": get_ident}
 
     def emit_body(self, w, i, v):
         self.emit_type(w, i, v)
@@ -145,8 +162,9 @@ class PytreeGuard(_Items):
         w.items(i, self, children, [f"{children}[{k}]" for k in range(n)])
 
 
-def _weight(guard) -> int:
-    if type(guard) is PytreeGuard:
+def weight(guard) -> int:
+    """About how many checks ``guard``'s written form takes."""
+    if issubclass(type(guard), NodeChecks):
         return guard.weight
     return 1 + len(getattr(guard, "items", ()))
 

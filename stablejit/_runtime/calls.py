@@ -19,12 +19,14 @@ import weakref
 import jax
 from jax._src import source_info_util, traceback_util
 
+from .. import _native as native
 from .._config import config
 from .._diagnostics import stats
 from .._fingerprint import sinks
 from .._fingerprint.code import INFO as CODE_INFO
 from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch
+from .._fingerprint.records import remember
 from . import miss, persist
 from .cache import CACHE, serve
 from .canonical import TRACE_LOCK, Restructured, entry_point, ready_for
@@ -71,6 +73,10 @@ def call(fn, opts, /, *args, **kwargs):
                         if leaves:
                             return ready(*leaves, *args, **kwargs)
                         return ready(*args, **kwargs)
+                served = _another_record(info.fast, fn, opts)
+                if served is not None:
+                    ready, leaves = served
+                    return ready(*leaves, *args, **kwargs)
         try:
             key, leaves, entry, ready = _keyed(opts, fn, len(args))
         except Unkeyable as e:
@@ -78,13 +84,41 @@ def call(fn, opts, /, *args, **kwargs):
         if ready is not None:
             if type(fn) is _FunctionType and is_plain(key):
                 # (Not for baked variants: a record re-checks arrays by type.)
-                fast = CODE_INFO[id(fn.__code__)].fast.front
-                if fast is not None and fast.key is fingerprint_of(key):  # just built
+                records = CODE_INFO[id(fn.__code__)].fast
+                fast = records.front
+                if fast is not None and fast.key is fingerprint_of(key):  # just built, or found
                     fast.entries[opts] = entry
+                    # (Found by the walk among several: its call function, for
+                    # when another is the front, see _another_record.)
+                    if fast.call is None and fast.compiled:
+                        install(fast, fn.__code__, records, call, plainly, fn, leaves)
             return ready(*leaves, *args, **kwargs)
         return first_call(fn, opts, args, kwargs)
     except RebuildMismatch as e:  # a trace, first or for new shapes
         return plainly(fn, opts, e, args, kwargs)
+
+
+def _another_record(records, fn, opts):
+    """``(ready, leaves)`` from another record of ``fn``'s code than the front
+    (one code keyed at several shapes: a closure built over each of several
+    models, called in turns) whose call function is the accelerator's and
+    whose checks hold on ``fn``, now the front; else None. Its checks in C:
+    the walk would try its match in Python, which for a large model costs
+    more than the call."""
+    record_call = native.NATIVE and native.NATIVE.RecordCall
+    for record in records.others:
+        if type(record.call) is not record_call:
+            continue
+        entry = record.entries.get(opts)
+        ready = entry.ready if entry is not None else None
+        if ready is None:
+            continue
+        got = record.call.check(fn)
+        if got is not None:
+            entry.hits += 1
+            remember(records, record)
+            return ready, got[0]
+    return None
 
 
 def _keyed(opts, subject, n_args):

@@ -1,6 +1,6 @@
 /* The checks of a user class's state (see _fingerprint/class_guards.py): the
- * class case of guard_kinds.c, and the class check that object and tuple
- * specs of user classes carry. What a class holds is re-checked with the
+ * class case of guard_kinds.c, the class check that object and tuple
+ * specs of user classes carry, and the descriptor case. What a class holds is re-checked with the
  * guard dispatch, handed in (fits, valid), so this file calls no other. */
 #include "match.h"
 
@@ -124,3 +124,34 @@ sj_valid_optional_class_check(Shape *s, PyObject *check, SjValid valid)
     return sj_valid_class_check(s, check, 0, valid);
 }
 
+
+/* -- descriptor: (mark, type, names, specs): DescriptorGuard ------------- */
+
+int
+sj_descriptor_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t, SjFits fits)
+{
+    PyObject *names = ITEM(spec, 2), *specs = ITEM(spec, 3);
+    int ok = (PyObject *)Py_TYPE(v) == ITEM(spec, 1);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(names); i++) {
+        /* (The standard descriptors' own getters: no Python code runs.) */
+        PyObject *x = PyObject_GetAttr(v, ITEM(names, i));
+        ok = x != NULL && fits(g, x, ITEM(specs, i), t);
+        Py_XDECREF(x);
+    }
+    PyErr_Clear();
+    return ok;
+}
+
+int
+sj_descriptor_valid(Shape *s, PyObject *spec, SjValid valid)
+{
+    PyObject *names = ITEM(spec, 2), *specs = ITEM(spec, 3);
+    if (!PyType_Check(ITEM(spec, 1)) || !PyTuple_CheckExact(names) ||
+        !PyTuple_CheckExact(specs) || PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(specs))
+        return sj_invalid("a descriptor spec's type, names or specs");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(specs); i++) {
+        if (!valid(s, ITEM(specs, i), 0))
+            return 0;
+    }
+    return 1;
+}

@@ -242,31 +242,32 @@ class_valid(Shape *s, PyObject *spec)
     return sj_valid_class_check(s, spec, 1, sj_valid);
 }
 
-/* -- descriptor: (mark, type, names, specs): DescriptorGuard ------------- */
+/* -- descriptor: (mark, type, names, specs): DescriptorGuard, and fields:
+ *    (mark, type, kind, class check, names, plan): FieldsGuard: their cases
+ *    in class_checks.c and node_kinds.c, handed the dispatch -------------- */
 
 static int
 descriptor_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
 {
-    PyObject *names = ITEM(spec, 2), *specs = ITEM(spec, 3);
-    int ok = (PyObject *)Py_TYPE(v) == ITEM(spec, 1);
-    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(names); i++) {
-        /* (The standard descriptors' own getters: no Python code runs.) */
-        PyObject *x = PyObject_GetAttr(v, ITEM(names, i));
-        ok = x != NULL && sj_fits(g, x, ITEM(specs, i), t);
-        Py_XDECREF(x);
-    }
-    PyErr_Clear();
-    return ok;
+    return sj_descriptor_fits(g, v, spec, t, sj_fits);
 }
 
 static int
 descriptor_valid(Shape *s, PyObject *spec)
 {
-    PyObject *names = ITEM(spec, 2), *specs = ITEM(spec, 3);
-    if (!PyType_Check(ITEM(spec, 1)) || !PyTuple_CheckExact(names) ||
-        !PyTuple_CheckExact(specs) || PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(specs))
-        return sj_invalid("a descriptor spec's type, names or specs");
-    return valid_items(s, specs);
+    return sj_descriptor_valid(s, spec, sj_valid);
+}
+
+static int
+fields_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
+{
+    return sj_fields_fits(g, v, spec, t, sj_fits);
+}
+
+static int
+fields_valid(Shape *s, PyObject *spec)
+{
+    return sj_fields_valid(s, spec, sj_valid);
 }
 
 /* -- object: (mark, class, kind, dict spec, class check): ObjectGuard ----- */
@@ -335,6 +336,8 @@ const GuardKind sj_guard_kinds[] = {
     {"lifted", 2, lifted_fits, lifted_valid},
     {"class", 5, class_fits, class_valid},
     {"descriptor", 4, descriptor_fits, descriptor_valid},
+    {"fields", 6, fields_fits, fields_valid},
+    {"items", 3, sj_items_fits, sj_items_valid},
 };
 const int sj_n_guard_kinds = sizeof(sj_guard_kinds) / sizeof(sj_guard_kinds[0]);
 

@@ -95,6 +95,19 @@ int sj_class_holds(RecordCall *g, PyObject *check, Py_ssize_t at, Taken *t, SjFi
 int sj_valid_class_check(Shape *s, PyObject *check, Py_ssize_t at, SjValid valid);
 int sj_valid_optional_class_check(Shape *s, PyObject *check, SjValid valid);
 
+/* class_checks.c: the descriptor case, what it holds checked with fits
+ * (valid: the check of its spec's shape). */
+int sj_descriptor_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t, SjFits fits);
+int sj_descriptor_valid(Shape *s, PyObject *spec, SjValid valid);
+
+/* node_kinds.c: the fields case (a pytree node through its fields, each
+ * checked with fits), and the items case (a dict of these very items), a
+ * table entry of its own; with the checks of their specs' shapes. */
+int sj_fields_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t, SjFits fits);
+int sj_fields_valid(Shape *s, PyObject *spec, SjValid valid);
+int sj_items_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t);
+int sj_items_valid(Shape *s, PyObject *spec);
+
 /* guard_kinds.c: 1 if v fits the guard spec (one of the kinds', or the very
  * object, an equal atom, or any array); 0 if not. */
 int sj_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t);

@@ -1,0 +1,263 @@
+"""Models whose flatten only reads their fields are re-checked through those fields, never stale.
+
+flax nnx's modules, Variables and PytreeState, and equinox's modules, are declared to flatten
+from their fields alone (stablejit's ``_fingerprint/pure_nodes.py``): a closure over such a
+model is re-checked field by field, with no call of the flatten. Every change the flatten would
+have seen must still be seen (a new trace, the changed model's result), and a declaration made
+wrong on purpose must be caught by these tests.
+"""
+
+import gc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _helpers import count_trace
+
+import stablejit
+from stablejit import stable_jit
+from stablejit._fingerprint import pure_nodes
+from stablejit._fingerprint.container_guards import ListGuard, TupleGuard
+from stablejit._fingerprint.guards import ANY_ARRAY
+from stablejit._fingerprint.pure_nodes import DICT, FieldsGuard, Slot
+
+
+def _call(model, x, vmap=False):
+    def f(x):
+        count_trace()
+        return jax.vmap(model)(x) if vmap else model(x)
+
+    return stable_jit(f)(x)
+
+
+def _check(model, x, traces, traced, calls=4, vmap=False):
+    """Calls ``model`` in a redefined closure: its result each time, then the traces so far."""
+    eager = jax.vmap(model)(x) if vmap else model(x)
+    for _ in range(calls):
+        np.testing.assert_allclose(_call(model, x, vmap), eager, rtol=1e-6)
+    assert traced() == traces
+
+
+def _guards_of(model):
+    """The guards that records hold for ``model`` (what re-checks it)."""
+    from stablejit._fingerprint.records import Record
+
+    return [
+        g
+        for r in gc.get_objects()
+        if type(r) is Record
+        for g in r.cells
+        if getattr(g, "type", None) is type(model)
+    ]
+
+
+def _nnx_model(nnx):
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.layers = nnx.List([nnx.Linear(3, 3, rngs=rngs) for _ in range(2)])
+            self.power = 1
+
+        def __call__(self, x):
+            for layer in self.layers:
+                x = jnp.tanh(layer(x))
+            return x**self.power
+
+    return Model(nnx.Rngs(0))
+
+
+def test_an_nnx_model_is_rechecked_through_its_fields_and_every_change_is_seen(traced, walks):
+    nnx = pytest.importorskip("flax.nnx")
+    x = jnp.ones((2, 3))
+    model = _nnx_model(nnx)
+    _check(model, x, 1, traced, calls=6)
+    assert {type(g) for g in _guards_of(model)} == {FieldsGuard}
+    before = walks()
+    layer = model.layers[1]
+    layer.kernel.set_value(jnp.ones((3, 3)) * 0.5)  # a Variable's value replaced: a hit
+    _check(model, x, 1, traced)
+    assert walks() == before
+    layer.kernel.set_value(jnp.ones((3, 4)))  # of another shape: JAX traces anew
+    layer.bias.set_value(jnp.ones(4))
+    model.layers.append(nnx.Linear(4, 3, rngs=nnx.Rngs(1)))  # a layer added
+    _check(model, x, 2, traced)
+    model.layers.pop()  # and removed
+    layer.kernel.set_value(jnp.ones((3, 3)))
+    layer.bias.set_value(jnp.ones(3))
+    _check(model, x, 2, traced)  # the first structure again: cached
+    model.power = 2  # a field rebound
+    _check(model, x, 3, traced)
+    layer.use_bias, layer.bias = False, None  # a static field of a layer deep in the model
+    _check(model, x, 4, traced)
+    layer.kernel.set_metadata(note=1)  # a Variable's metadata: an item added
+    _check(model, x, 5, traced)
+    layer.kernel.set_metadata(note=2)  # and changed
+    _check(model, x, 6, traced)
+    layer.kernel.set_value(np.full((3, 3), 2.0, np.float32))  # a small NumPy constant
+    _check(model, x, 7, traced)
+
+
+def test_an_equinox_model_is_rechecked_through_its_fields_and_every_change_is_seen(traced, walks):
+    eqx = pytest.importorskip("equinox")
+
+    class Stack(eqx.Module):
+        layers: tuple
+        depth: int = eqx.field(static=True)
+
+        def __call__(self, x):
+            for layer in self.layers[: self.depth]:
+                x = jnp.tanh(layer(x))
+            return x
+
+    keys = jax.random.split(jax.random.key(0), 2)
+    model = Stack(tuple(eqx.nn.Linear(3, 3, key=k) for k in keys), 2)
+    x = jnp.ones((2, 3))
+    _check(model, x, 1, traced, calls=6, vmap=True)
+    assert {type(g) for g in _guards_of(model)} == {FieldsGuard}
+    before = walks()
+    layer = model.layers[0]
+    object.__setattr__(layer, "weight", jnp.ones((3, 3)) * 0.5)  # a field rebound in place
+    _check(model, x, 1, traced, vmap=True)
+    assert walks() == before
+    object.__setattr__(layer, "use_bias", False)  # a static field (its bias still used)
+    _check(model, x, 2, traced, vmap=True)
+    object.__setattr__(model, "depth", 1)
+    _check(model, x, 3, traced, vmap=True)
+    object.__setattr__(layer, "extra", 1)  # a field added (its wrapper fields read)
+    _check(model, x, 4, traced, vmap=True)
+
+
+class Tagged:
+    """A node whose flatten reads a global, not only its fields."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def __call__(self, x):
+        return x * self.w
+
+
+TAG = "a"
+
+
+def _tagged_flatten(s):
+    return (s.w,), TAG
+
+
+jax.tree_util.register_pytree_node(Tagged, _tagged_flatten, lambda _, ch: Tagged(ch[0]))
+
+
+def _sees_global_change(traced) -> bool:
+    """Whether a closure over a Tagged is traced anew once TAG is rebound
+    (its key changed)."""
+    global TAG
+    stablejit.clear_cache()  # (records built before: their guards are kept)
+    x = jnp.arange(3.0)
+    node = Tagged(jnp.ones(3))
+    TAG = "a"
+    for _ in range(6):
+        _call(node, x)
+    traces = traced()
+    TAG = "b"
+    try:
+        np.testing.assert_allclose(_call(node, x), node(x))
+        return traced() == traces + 1
+    finally:
+        TAG = "a"
+
+
+def test_a_flatten_declared_pure_is_trusted_so_one_reading_more_must_not_be(traced, monkeypatch):
+    assert _sees_global_change(traced)  # undeclared: its flatten is called
+    monkeypatch.setitem(pure_nodes.PURE, _tagged_flatten, (DICT,))
+    assert not _sees_global_change(traced)  # declared wrongly: stale, as tests must catch
+
+
+def _sees_metadata_change(nnx, traced) -> bool:
+    stablejit.clear_cache()
+    x = jnp.ones((2, 3))
+    layer = nnx.Linear(3, 3, rngs=nnx.Rngs(0))
+    for _ in range(6):
+        _call(layer, x)
+    traces = traced()
+    layer.kernel.set_metadata(note=1)
+    _call(layer, x)
+    return traced() == traces + 1
+
+
+def test_a_variable_declared_without_its_metadata_would_miss_a_change(traced, monkeypatch):
+    nnx = pytest.importorskip("flax.nnx")
+    assert _sees_metadata_change(nnx, traced)
+    real = pure_nodes._library_reads
+
+    def wrong(flatten):  # the metadata left out of a Variable's reads
+        reads = real(flatten)
+        return reads[:1] if reads and reads[0] == Slot("_raw_value") else reads
+
+    monkeypatch.setattr(pure_nodes, "_library_reads", wrong)
+    assert not _sees_metadata_change(nnx, traced)
+
+
+def test_what_a_declared_flatten_makes_that_is_no_field_keeps_its_flatten():
+    node = Tagged(jnp.ones(3))
+    children = [(node.w, ANY_ARRAY)]
+    made = (["a"], ListGuard(("a",)))  # metadata it makes: a list, numbered by the walk
+    with pytest.raises(pure_nodes._Impure):
+        pure_nodes.plan_of(node, (DICT,), made, children)
+    names = (("a",), TupleGuard(tuple, ("a",)))  # a tuple of atoms: a constant of the flatten
+    assert pure_nodes.plan_of(node, (DICT,), names, children) == (("w",), (("w", ANY_ARRAY),))
+
+
+def test_closures_over_several_models_called_in_turns_are_each_served_by_their_record(
+    traced, walks, record_checks
+):
+    nnx = pytest.importorskip("flax.nnx")
+    x = jnp.ones((2, 3))
+    models = [_nnx_model(nnx) for _ in range(3)]
+    for i in (1, 2):  # other structures
+        models[i].layers.extend(nnx.Linear(3, 3, rngs=nnx.Rngs(i)) for _ in range(i))
+    for _ in range(6):
+        for model in models:
+            _call(model, x)
+    before = walks()
+    for _ in range(3):
+        for model in models:  # each call's record is not the last one's
+            np.testing.assert_allclose(_call(model, x), model(x), rtol=1e-6)
+    assert traced() == 3
+    if record_checks == "native":  # (else the walk tries each record's match in turn)
+        assert walks() == before
+    models[0].power = 3  # a change is seen whichever record was the last
+    np.testing.assert_allclose(_call(models[0], x), models[0](x), rtol=1e-6)
+    assert traced() == 4
+
+
+class Shown:
+    """A node whose class answers ``__dict__`` itself, with a value it derives."""
+
+    def __init__(self, w, n):
+        self.w, self.n = w, n
+
+    def __getattribute__(self, name):
+        if name == "__dict__":
+            real = object.__getattribute__(self, "__dict__")
+            return {"w": real["w"], "n": real["n"] + 1}
+        return object.__getattribute__(self, name)
+
+    def __call__(self, x):
+        return x * self.w
+
+
+def _shown_flatten(s):
+    d = vars(s)
+    return (d["w"],), d["n"]
+
+
+jax.tree_util.register_pytree_node(Shown, _shown_flatten, lambda n, ch: Shown(ch[0], n - 1))
+
+
+def test_a_node_whose_class_answers_its_dict_itself_keeps_its_flatten(traced, monkeypatch):
+    monkeypatch.setitem(pure_nodes.PURE, _shown_flatten, (DICT,))
+    x = jnp.arange(3.0)
+    node = Shown(jnp.ones(3), 1)
+    _check(node, x, 1, traced, calls=6)
+    object.__setattr__(node, "n", 2)  # what its flatten reads through the class's answer
+    _check(node, x, 2, traced)

@@ -45,10 +45,12 @@ FAST_PATH_TRIES = 8
 COMPILE_AFTER = 4
 """Matches after which a record's checks are compiled into one function."""
 
-KEPT_RECORDS = 4
+KEPT_RECORDS = 8
 """Records kept per code object. One code keyed at several places of one
-structure (optax wraps each transform of a chain in a closure of one code)
-keeps a record per shape, instead of one rebuilt at every place."""
+structure (optax wraps each transform of a chain in a closure of one code;
+a closure built over each of several models, called in turns) keeps a record
+per shape, instead of one rebuilt at every place. Kept most recent first, so
+more shapes than this in a cycle miss every record: each miss then walks."""
 
 
 def known_key(fast: FastRecords, fn, w):

@@ -8,6 +8,7 @@ wrong on purpose must be caught by these tests.
 """
 
 import gc
+import importlib.util
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +22,7 @@ from stablejit._fingerprint import pure_nodes
 from stablejit._fingerprint.container_guards import ListGuard, TupleGuard
 from stablejit._fingerprint.guards import ANY_ARRAY
 from stablejit._fingerprint.pure_nodes import DICT, FieldsGuard, Slot
+from stablejit._fingerprint.pytree_guards import registered_flatten
 
 
 def _call(model, x, vmap=False):
@@ -263,3 +265,52 @@ def test_a_node_whose_class_answers_its_dict_itself_keeps_its_flatten(traced, mo
     _check(node, x, 1, traced, calls=6)
     object.__setattr__(node, "n", 2)  # what its flatten reads through the class's answer
     _check(node, x, 2, traced)
+
+
+def _changed_release(tmp_path):
+    """flax's Variable flatten as a release that reads one thing more would have it: the
+    same module and name, another source (in a file, so its source can be read)."""
+    path = tmp_path / "variablelib.py"
+    path.write_text("def _variable_flatten(x):\n    return (x._raw_value, GLOBAL), ()\n")
+    spec = importlib.util.spec_from_file_location("changed_variablelib", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    flatten = module._variable_flatten
+    flatten.__module__ = "flax.nnx.variablelib"
+    return flatten
+
+
+def test_a_library_flatten_is_trusted_only_with_the_source_that_was_read(tmp_path):
+    nnx = pytest.importorskip("flax.nnx")
+    from flax.nnx import pytreelib, variablelib
+
+    assert pure_nodes.reads_of(pytreelib.Pytree._pytree__flatten) == (DICT,)
+    assert pure_nodes.reads_of(variablelib._variable_flatten)[0] == Slot("_raw_value")
+    assert pure_nodes.reads_of(nnx.Linear) is None  # not a declared flatten
+    assert pure_nodes.reads_of(_changed_release(tmp_path)) is None
+
+
+def test_a_library_flatten_trusted_by_name_alone_would_trust_a_changed_release(
+    tmp_path, monkeypatch
+):
+    pytest.importorskip("flax.nnx")
+    changed = _changed_release(tmp_path)
+    monkeypatch.setattr(pure_nodes, "_digest", lambda text: "1e3e957f02025930")
+    pure_nodes._TRUSTED.clear()
+    assert pure_nodes.reads_of(changed) is not None  # the check the test above relies on
+    pure_nodes._TRUSTED.clear()
+
+
+def test_an_equinox_flatten_is_trusted_only_with_the_template_that_was_read(monkeypatch):
+    eqx = pytest.importorskip("equinox")
+    from equinox._module import _flatten
+
+    class Lin(eqx.Module):
+        w: jax.Array
+
+    node_flatten = registered_flatten(Lin)
+    assert pure_nodes.reads_of(node_flatten) == (DICT,)
+    monkeypatch.setattr(_flatten, "_FLAT_CODE", _flatten._FLAT_CODE + "# changed\n")
+    pure_nodes._TRUSTED.clear()
+    assert pure_nodes.reads_of(node_flatten) is None
+    pure_nodes._TRUSTED.clear()

@@ -26,11 +26,15 @@ A declaration is a library's code read and trusted: flax nnx's ``Pytree``
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import operator
 import sys
+import textwrap
 import types
 from typing import NamedTuple
 
+from .._registry import Memo
 from .class_guards import class_check
 from .codegen import FAIL
 from .container_guards import TupleGuard, get_attr, same_names
@@ -55,19 +59,56 @@ PURE: dict = {}
 """Declared flattens: the function → its reads (a tuple of :class:`Slot`)."""
 
 
+# A library's flattens, declared from their source as read (flax 0.12.8, equinox 0.13.8),
+# by where they are defined and a digest of that source: a release that changes one is
+# not trusted (its nodes keep their flatten, correct and slower) until it is read again.
+_FLAX_READS = {
+    # vars(self), sorted; which are children: _pytree__nodes (in the __dict__, else the
+    # class's); _pytree__has_int_keys: the class's.
+    ("flax.nnx.pytreelib", "Pytree._pytree__flatten"): ("877338945102e64b", (DICT,)),
+    # Its two properties return these slots.
+    ("flax.nnx.pytreelib", "_flatten_pytree_state"): (
+        "24fe1e7cc83ee3b1",
+        (Slot("_initializing"), Slot("_is_setup")),
+    ),
+    ("flax.nnx.variablelib", "_variable_flatten"): (
+        "1e3e957f02025930",
+        (Slot("_raw_value"), Slot("_var_metadata", items=True)),
+    ),
+}
+# equinox generates a flatten per class from one template: __dict__.get of each field,
+# len(__dict__). (Module's __getattribute__ hands __dict__ through unchanged.)
+_EQUINOX_TEMPLATE = "635fcf9dadd7e80e"
+
+_TRUSTED = Memo(1024)
+"""A library's flatten → its reads, or None: its source read once."""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _library_reads(flatten):
-    """The reads of a library's flatten declared here, by where it is defined
-    (so that the library need not be imported to declare it), or None."""
+    """The reads of a library's flatten declared here, if its source is the
+    one read (so that the library need not be imported to declare it), or None."""
+    try:
+        return _TRUSTED[flatten]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable callable
+        return None
+    return _TRUSTED.put(flatten, _declared(flatten))
+
+
+def _declared(flatten):
     where = (getattr(flatten, "__module__", None), getattr(flatten, "__qualname__", None))
-    if where == ("flax.nnx.pytreelib", "Pytree._pytree__flatten"):
-        # vars(self), sorted; which are children: _pytree__nodes (in the
-        # __dict__, else the class's); _pytree__has_int_keys: the class's.
-        return (DICT,)
-    if where == ("flax.nnx.pytreelib", "_flatten_pytree_state"):
-        # Its two properties return these slots.
-        return (Slot("_initializing"), Slot("_is_setup"))
-    if where == ("flax.nnx.variablelib", "_variable_flatten"):
-        return (Slot("_raw_value"), Slot("_var_metadata", items=True))
+    if where in _FLAX_READS:
+        digest, reads = _FLAX_READS[where]
+        try:
+            source = textwrap.dedent(inspect.getsource(flatten))
+        except (OSError, TypeError):  # no source to check it against
+            return None
+        return reads if _digest(source) == digest else None
     code = getattr(flatten, "__code__", None)
     flat = sys.modules.get("equinox._module._flatten")
     if (
@@ -75,9 +116,8 @@ def _library_reads(flatten):
         and flat is not None
         and code.co_filename.startswith("<generated_flatten_")
         and getattr(flatten, "__globals__", {}).get("MISSING") is flat.MISSING
+        and _digest(getattr(flat, "_FLAT_CODE", "")) == _EQUINOX_TEMPLATE
     ):
-        # Generated per class: __dict__.get of each field, len(__dict__).
-        # (Module's __getattribute__ hands __dict__ through unchanged.)
         return (DICT,)
     return None
 

@@ -313,6 +313,35 @@ def test_arrays_closed_over_in_pytree_metadata_are_lifted_not_baked(traces):
     assert traces.n == 1
 
 
+def test_arrays_in_pytree_metadata_run_as_jax_jit_where_this_jax_cannot_rebuild_it(
+    monkeypatch, caplog
+):
+    # A JAX before 0.7 has no PyTreeDef.from_node_data_and_children: the call runs
+    # through a plain jax.jit (that variant's fallback), never raises.
+    import dataclasses
+
+    from stablejit._fingerprint import containers
+    from stablejit._fingerprint.places import RebuildMismatch
+
+    def old_jax(treedef, node_type, aux, v):
+        raise RebuildMismatch("this JAX cannot rebuild a pytree's metadata")
+
+    monkeypatch.setattr(containers, "_with_node_data", old_jax)
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class State:
+        w: jax.Array
+        fn: object = dataclasses.field(metadata={"static": True})
+
+    a = jnp.full(2, 3.0)
+    s = State(jnp.ones(2), lambda x: x * a)
+    with caplog.at_level("INFO", logger="stablejit"):
+        got = stable_jit(lambda x, s=s: s.fn(x) + s.w)(jnp.ones(2))
+    np.testing.assert_array_equal(got, [4.0, 4.0])
+    assert "cannot rebuild" in caplog.text
+
+
 class _Tidy:
     """An object whose kind leaves an attribute out of its key (as a library kind does)."""
 

@@ -14,7 +14,7 @@ from .classes import class_key, is_user_class, type_state
 from .container_guards import DictGuard, ListGuard, TupleGuard
 from .kind import NO_GUARD, Kind, keys, ref_key
 from .objects import attributes, not_a_pytree
-from .places import ITEM
+from .places import ITEM, RebuildMismatch
 from .pure_nodes import node_guard
 from .records import guard_of
 from .sinks import sink_key, sink_of
@@ -131,7 +131,7 @@ def _with_node_data(treedef, node_type, aux, v):
     """``treedef`` (one node over leaves) with its metadata replaced."""
     make = getattr(treedef, "from_node_data_and_children", None)
     if make is None:
-        raise TypeError(
+        raise RebuildMismatch(
             f"stablejit cannot lift the arrays held in the static (metadata) fields of "
             f"a {type(v).__qualname__} pytree with this JAX version ({jax.__version__}); "
             "upgrade JAX or make those fields pytree children."
@@ -381,7 +381,7 @@ class TreeDef(Kind):
 
         make = getattr(type(v), "from_node_data_and_children", None)
         if make is None:  # (JAX before 0.7: as _with_node_data says)
-            raise TypeError(
+            raise RebuildMismatch(
                 "stablejit cannot lift the arrays held in a pytree structure's metadata on "
                 "this JAX (PyTreeDef.from_node_data_and_children is missing)"
             )

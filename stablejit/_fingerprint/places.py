@@ -10,6 +10,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 
+class RebuildMismatch(RuntimeError):
+    """The leaves cannot be put back where the key walk took them: the rebuild
+    walk met other values than the walk it replays (see
+    ``rebuild.substitute``), or this JAX cannot rebuild what holds them. The
+    runtime then runs the call as ``jax.jit`` would."""
+
+
 class Place(NamedTuple):
     """How to read, write and name one kind of place that holds a value."""
 

@@ -17,16 +17,10 @@ from jax import core
 from . import bake
 from .classify import classify
 from .kind import KEYS, TABLE
-from .places import Place
+from .places import Place, RebuildMismatch
 from .walk import KeyWalker, Lift, Visits, key_of
 
 _LOG = logging.getLogger("stablejit")
-
-
-class RebuildMismatch(RuntimeError):
-    """The rebuild walk met other values than the key walk it replays: the
-    leaves cannot be put back where they were taken (see :func:`substitute`).
-    The runtime then runs the call as ``jax.jit`` would."""
 
 
 class Plan(KeyWalker):

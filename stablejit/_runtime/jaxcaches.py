@@ -44,6 +44,10 @@ from jax._src.interpreters import partial_eval as pe
 
 _log = logging.getLogger("stablejit")
 
+FORGETS_TRACES = getattr(getattr(pe, "trace_to_jaxpr", None), "evict_weakref", None)
+"""How to make JAX's trace cache forget one function's keys, or None: a JAX
+(before 0.7) without that cache, whose explanations then stay as they were."""
+
 
 def _nothing() -> None:
     pass
@@ -98,5 +102,6 @@ class OneContext:
         if self.context is None:
             self.context = now
         elif now != self.context:
-            pe.trace_to_jaxpr.evict_weakref(fn)
+            if FORGETS_TRACES is not None:
+                FORGETS_TRACES(fn)
             self.context = None

@@ -372,6 +372,12 @@ FLAKY: dict[str, dict[str, str]] = {
             "once under jit ([True], 1.52), each case passing in the other mode; every call "
             "there is a cache hit of one compiled program, the same computation as stock's"
         ),
+        "tests/test_nn.py::test_spectral_norm": (
+            "seeds its keys at random (eqxi.GetKey draws a seed from Python's random unless "
+            "EQX_GETKEY_SEED is set), and for a few seeds 100 power iterations leave the top "
+            "singular value outside allclose's rtol 1e-5: the seed a patch run drew, "
+            "1944668764, gives 1.0000628 stock too, eagerly, by hand (0 of 200 other seeds did)"
+        ),
     },
     "numpyro": {
         "test/test_distributions.py::test_kl_univariate[": (

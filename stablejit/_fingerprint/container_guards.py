@@ -226,6 +226,13 @@ def same_names(d: dict, names: tuple) -> bool:
     return all(type(k) is str for k in d) and tuple(d) == names
 
 
+def has_names(d: dict, names: tuple) -> bool:
+    """Whether ``d``'s keys are ``names``, in order. Literal and attribute
+    names are interned, so the very strings come back; equal strings built
+    anew are compared as such."""
+    return len(d) == len(names) and (all(map(operator.is_, d, names)) or same_names(d, names))
+
+
 class DictGuard(_Items):
     """A dict (not a side channel) with these string keys, in this order,
     whose values fit these guards."""
@@ -239,12 +246,7 @@ class DictGuard(_Items):
         self.keys = keys
 
     def fits(self, v, leaves, sinks, seen) -> bool:
-        keys = self.keys
-        if type(v) is not dict or len(v) != len(keys):
-            return False
-        # Literal and attribute names are interned, so the very strings
-        # come back; equal strings built anew are compared as such.
-        if not all(map(operator.is_, v, keys)) and not same_names(v, keys):
+        if type(v) is not dict or not has_names(v, self.keys):
             return False
         return fresh(v, sinks, seen) and self.items_fit(v.values(), leaves, sinks, seen)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import operator
 import sys
 import textwrap
 import types
@@ -37,7 +36,7 @@ from typing import NamedTuple
 from .._registry import Memo
 from .class_guards import class_check
 from .codegen import FAIL
-from .container_guards import TupleGuard, get_attr, same_names
+from .container_guards import TupleGuard, get_attr, has_names, same_names
 from .guards import ANY_ARRAY, ATOM_TYPES, GUARD_TYPES, Guard, guard_fits, same_atom
 from .objects import stored_dict
 from .pytree_guards import NodeChecks, PytreeGuard, weight
@@ -143,10 +142,7 @@ class ItemsGuard(Guard):
         self.keys, self.values = keys, values
 
     def fits(self, v, leaves, sinks, seen) -> bool:
-        keys = self.keys
-        if type(v) is not dict or len(v) != len(keys):
-            return False
-        if not all(map(operator.is_, v, keys)) and not same_names(v, keys):
+        if type(v) is not dict or not has_names(v, self.keys):
             return False
         return all(x is e or same_atom(x, e) for x, e in zip(v.values(), self.values, strict=True))
 
@@ -180,9 +176,7 @@ class FieldsGuard(Guard, NodeChecks):
         names = self.names
         if names is not None:
             d = get_attr(v, "__dict__")
-            if len(d) != len(names) or (
-                not all(map(operator.is_, d, names)) and not same_names(d, names)
-            ):
+            if not has_names(d, names):
                 return False
         tp = self.type
         for where, guard in self.plan:

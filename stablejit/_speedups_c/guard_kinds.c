@@ -277,13 +277,8 @@ fields_valid(Shape *s, PyObject *spec)
 static int
 object_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t)
 {
-    if ((PyObject *)Py_TYPE(v) != ITEM(spec, 1))
+    if (!sj_same_kind(g, v, spec))
         return 0;
-    PyObject *kind = PyDict_GetItemWithError(g->table, ITEM(spec, 1));
-    if (kind != ITEM(spec, 2)) {
-        PyErr_Clear();
-        return 0;
-    }
     PyObject *check = ITEM(spec, 4);
     if ((check != Py_None && !sj_class_holds(g, check, 0, t, sj_fits)) || !sj_number(t, v))
         return 0;

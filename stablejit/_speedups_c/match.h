@@ -21,6 +21,22 @@ sj_invalid(const char *what)
     return 0;
 }
 
+/* v is of the type spec[1] names, for which the walk's table still holds the
+ * kind spec[2] (one registered since keys it otherwise): the head of an
+ * object's check and a pytree node's. */
+static inline int
+sj_same_kind(RecordCall *g, PyObject *v, PyObject *spec)
+{
+    if ((PyObject *)Py_TYPE(v) != ITEM(spec, 1))
+        return 0;
+    PyObject *kind = PyDict_GetItemWithError(g->table, ITEM(spec, 1));
+    if (kind != ITEM(spec, 2)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 /* -- numbering ------------------------------------------------------------ */
 
 static inline size_t

@@ -17,13 +17,8 @@
 int
 sj_fields_fits(RecordCall *g, PyObject *v, PyObject *spec, Taken *t, SjFits fits)
 {
-    if ((PyObject *)Py_TYPE(v) != ITEM(spec, 1))
+    if (!sj_same_kind(g, v, spec))
         return 0;
-    PyObject *kind = PyDict_GetItemWithError(g->table, ITEM(spec, 1));
-    if (kind != ITEM(spec, 2)) {
-        PyErr_Clear();
-        return 0;
-    }
     PyObject *check = ITEM(spec, 3), *names = ITEM(spec, 4), *plan = ITEM(spec, 5);
     if (check != Py_None && !sj_class_holds(g, check, 0, t, fits))
         return 0;

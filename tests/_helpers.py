@@ -4,7 +4,10 @@ import os
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
+from stablejit import stable_jit
 from stablejit._diagnostics import events
 from stablejit._fingerprint.walk import fingerprint
 
@@ -58,3 +61,59 @@ def child_env(**extra: str) -> dict:
     root = str(Path(__file__).resolve().parent.parent)
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "cpu", **extra}
+
+
+# ---------------------------------------------------------------- models in closures
+
+
+def call_in_closure(model, x, vmap=False):
+    """``model`` (vmapped over ``x``'s first axis if ``vmap``) called through stable_jit
+    of a closure defined anew, as a user's code defines one per call; a trace counted."""
+
+    def f(x):
+        count_trace()
+        return jax.vmap(model)(x) if vmap else model(x)
+
+    return stable_jit(f)(x)
+
+
+def check_in_closure(model, x, traces, traced, calls=4, vmap=False):
+    """``model`` called in a redefined closure ``calls`` times, each result against
+    eager, then the traces so far against ``traces`` (``traced``: the fixture)."""
+    eager = jax.vmap(model)(x) if vmap else model(x)
+    for _ in range(calls):
+        np.testing.assert_allclose(call_in_closure(model, x, vmap), eager, rtol=1e-6)
+    assert traced() == traces
+
+
+def nnx_mlp(nnx, layers):
+    """A flax nnx model of ``layers`` 3×3 Linear layers, a static ``power`` and an
+    optional ``extra`` parameter, as a user writes one."""
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.layers = nnx.List([nnx.Linear(3, 3, rngs=rngs) for _ in range(layers)])
+            self.power = 1
+
+        def __call__(self, x):
+            for layer in self.layers:
+                x = jnp.tanh(layer(x))
+            out = x**self.power
+            return out + self.extra[...] if hasattr(self, "extra") else out
+
+    return Model(nnx.Rngs(0))
+
+
+def eqx_stack(eqx):
+    """An equinox module class: ``layers`` applied in turn, the first ``depth`` (static)."""
+
+    class Stack(eqx.Module):
+        layers: tuple
+        depth: int = eqx.field(static=True)
+
+        def __call__(self, x):
+            for layer in self.layers[: self.depth]:
+                x = jnp.tanh(layer(x))
+            return x
+
+    return Stack

@@ -14,31 +14,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import count_trace
+from _helpers import call_in_closure, check_in_closure, eqx_stack, nnx_mlp
 
 import stablejit
-from stablejit import stable_jit
 from stablejit._fingerprint import pure_nodes
 from stablejit._fingerprint.container_guards import ListGuard, TupleGuard
 from stablejit._fingerprint.guards import ANY_ARRAY
 from stablejit._fingerprint.pure_nodes import DICT, FieldsGuard, Slot
 from stablejit._fingerprint.pytree_guards import registered_flatten
-
-
-def _call(model, x, vmap=False):
-    def f(x):
-        count_trace()
-        return jax.vmap(model)(x) if vmap else model(x)
-
-    return stable_jit(f)(x)
-
-
-def _check(model, x, traces, traced, calls=4, vmap=False):
-    """Calls ``model`` in a redefined closure: its result each time, then the traces so far."""
-    eager = jax.vmap(model)(x) if vmap else model(x)
-    for _ in range(calls):
-        np.testing.assert_allclose(_call(model, x, vmap), eager, rtol=1e-6)
-    assert traced() == traces
 
 
 def _guards_of(model):
@@ -54,79 +37,57 @@ def _guards_of(model):
     ]
 
 
-def _nnx_model(nnx):
-    class Model(nnx.Module):
-        def __init__(self, rngs):
-            self.layers = nnx.List([nnx.Linear(3, 3, rngs=rngs) for _ in range(2)])
-            self.power = 1
-
-        def __call__(self, x):
-            for layer in self.layers:
-                x = jnp.tanh(layer(x))
-            return x**self.power
-
-    return Model(nnx.Rngs(0))
-
-
 def test_an_nnx_model_is_rechecked_through_its_fields_and_every_change_is_seen(traced, walks):
     nnx = pytest.importorskip("flax.nnx")
     x = jnp.ones((2, 3))
-    model = _nnx_model(nnx)
-    _check(model, x, 1, traced, calls=6)
+    model = nnx_mlp(nnx, 2)
+    check_in_closure(model, x, 1, traced, calls=6)
     assert {type(g) for g in _guards_of(model)} == {FieldsGuard}
     before = walks()
     layer = model.layers[1]
     layer.kernel.set_value(jnp.ones((3, 3)) * 0.5)  # a Variable's value replaced: a hit
-    _check(model, x, 1, traced)
+    check_in_closure(model, x, 1, traced)
     assert walks() == before
     layer.kernel.set_value(jnp.ones((3, 4)))  # of another shape: JAX traces anew
     layer.bias.set_value(jnp.ones(4))
     model.layers.append(nnx.Linear(4, 3, rngs=nnx.Rngs(1)))  # a layer added
-    _check(model, x, 2, traced)
+    check_in_closure(model, x, 2, traced)
     model.layers.pop()  # and removed
     layer.kernel.set_value(jnp.ones((3, 3)))
     layer.bias.set_value(jnp.ones(3))
-    _check(model, x, 2, traced)  # the first structure again: cached
+    check_in_closure(model, x, 2, traced)  # the first structure again: cached
     model.power = 2  # a field rebound
-    _check(model, x, 3, traced)
+    check_in_closure(model, x, 3, traced)
     layer.use_bias, layer.bias = False, None  # a static field of a layer deep in the model
-    _check(model, x, 4, traced)
+    check_in_closure(model, x, 4, traced)
     layer.kernel.set_metadata(note=1)  # a Variable's metadata: an item added
-    _check(model, x, 5, traced)
+    check_in_closure(model, x, 5, traced)
     layer.kernel.set_metadata(note=2)  # and changed
-    _check(model, x, 6, traced)
+    check_in_closure(model, x, 6, traced)
     layer.kernel.set_value(np.full((3, 3), 2.0, np.float32))  # a small NumPy constant
-    _check(model, x, 7, traced)
+    check_in_closure(model, x, 7, traced)
 
 
 def test_an_equinox_model_is_rechecked_through_its_fields_and_every_change_is_seen(traced, walks):
     eqx = pytest.importorskip("equinox")
 
-    class Stack(eqx.Module):
-        layers: tuple
-        depth: int = eqx.field(static=True)
-
-        def __call__(self, x):
-            for layer in self.layers[: self.depth]:
-                x = jnp.tanh(layer(x))
-            return x
-
+    Stack = eqx_stack(eqx)
     keys = jax.random.split(jax.random.key(0), 2)
     model = Stack(tuple(eqx.nn.Linear(3, 3, key=k) for k in keys), 2)
     x = jnp.ones((2, 3))
-    _check(model, x, 1, traced, calls=6, vmap=True)
+    check_in_closure(model, x, 1, traced, calls=6, vmap=True)
     assert {type(g) for g in _guards_of(model)} == {FieldsGuard}
     before = walks()
     layer = model.layers[0]
     object.__setattr__(layer, "weight", jnp.ones((3, 3)) * 0.5)  # a field rebound in place
-    _check(model, x, 1, traced, vmap=True)
+    check_in_closure(model, x, 1, traced, vmap=True)
     assert walks() == before
     object.__setattr__(layer, "use_bias", False)  # a static field (its bias still used)
-    _check(model, x, 2, traced, vmap=True)
+    check_in_closure(model, x, 2, traced, vmap=True)
     object.__setattr__(model, "depth", 1)
-    _check(model, x, 3, traced, vmap=True)
+    check_in_closure(model, x, 3, traced, vmap=True)
     object.__setattr__(layer, "extra", 1)  # a field added (its wrapper fields read)
-    _check(model, x, 4, traced, vmap=True)
+    check_in_closure(model, x, 4, traced, vmap=True)
 
 
 class Tagged:
@@ -158,11 +119,11 @@ def _sees_global_change(traced) -> bool:
     node = Tagged(jnp.ones(3))
     TAG = "a"
     for _ in range(6):
-        _call(node, x)
+        call_in_closure(node, x)
     traces = traced()
     TAG = "b"
     try:
-        np.testing.assert_allclose(_call(node, x), node(x))
+        np.testing.assert_allclose(call_in_closure(node, x), node(x))
         return traced() == traces + 1
     finally:
         TAG = "a"
@@ -179,10 +140,10 @@ def _sees_metadata_change(nnx, traced) -> bool:
     x = jnp.ones((2, 3))
     layer = nnx.Linear(3, 3, rngs=nnx.Rngs(0))
     for _ in range(6):
-        _call(layer, x)
+        call_in_closure(layer, x)
     traces = traced()
     layer.kernel.set_metadata(note=1)
-    _call(layer, x)
+    call_in_closure(layer, x)
     return traced() == traces + 1
 
 
@@ -216,21 +177,21 @@ def test_closures_over_several_models_called_in_turns_are_each_served_by_their_r
     x = jnp.ones((2, 3))
     # Six: more than a code kept records of before (four), which, called in a cycle,
     # missed every one and walked every model on every call.
-    models = [_nnx_model(nnx) for _ in range(6)]
+    models = [nnx_mlp(nnx, 2) for _ in range(6)]
     for i in range(1, 6):  # other structures
         models[i].layers.extend(nnx.Linear(3, 3, rngs=nnx.Rngs(i)) for _ in range(i))
     for _ in range(6):
         for model in models:
-            _call(model, x)
+            call_in_closure(model, x)
     before = walks()
     for _ in range(3):
         for model in models:  # each call's record is not the last one's
-            np.testing.assert_allclose(_call(model, x), model(x), rtol=1e-6)
+            np.testing.assert_allclose(call_in_closure(model, x), model(x), rtol=1e-6)
     assert traced() == 6
     if record_checks == "native":  # (else the walk tries each record's match in turn)
         assert walks() == before
     models[0].power = 3  # a change is seen whichever record was the last
-    np.testing.assert_allclose(_call(models[0], x), models[0](x), rtol=1e-6)
+    np.testing.assert_allclose(call_in_closure(models[0], x), models[0](x), rtol=1e-6)
     assert traced() == 7
 
 
@@ -262,9 +223,9 @@ def test_a_node_whose_class_answers_its_dict_itself_keeps_its_flatten(traced, mo
     monkeypatch.setitem(pure_nodes.PURE, _shown_flatten, (DICT,))
     x = jnp.arange(3.0)
     node = Shown(jnp.ones(3), 1)
-    _check(node, x, 1, traced, calls=6)
+    check_in_closure(node, x, 1, traced, calls=6)
     object.__setattr__(node, "n", 2)  # what its flatten reads through the class's answer
-    _check(node, x, 2, traced)
+    check_in_closure(node, x, 2, traced)
 
 
 def _changed_release(tmp_path):

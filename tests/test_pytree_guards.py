@@ -10,9 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import count_trace
-
-from stablejit import stable_jit
+from _helpers import call_in_closure, check_in_closure, eqx_stack, nnx_mlp
 
 
 class Scaled:
@@ -50,75 +48,60 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def _call(model, x):
-    def f(x):
-        count_trace()
-        return model(x)
-
-    return stable_jit(f)(x)
-
-
-def _check(model, x, traces, traced, calls=4):
-    """Calls ``model`` in a redefined closure: its result each time, then the traces so far."""
-    for _ in range(calls):
-        np.testing.assert_allclose(_call(model, x), model(x), rtol=1e-6)
-    assert traced() == traces
-
-
 def test_a_node_closed_over_hits_without_a_walk_and_sees_new_arrays(traced, walks):
     x = jnp.arange(3.0)
     node = Scaled(jnp.ones(3), 2.0)
-    _check(node, x, 1, traced, calls=6)
+    check_in_closure(node, x, 1, traced, calls=6)
     before = walks()
     for i in range(4):
         node.w = jnp.ones(3) * i  # a new array: the same key
-        _check(node, x, 1, traced, calls=1)
+        check_in_closure(node, x, 1, traced, calls=1)
     assert walks() == before
 
 
 def test_changed_metadata_retraces_and_equal_metadata_does_not(traced):
     x = jnp.arange(3.0)
     node = Scaled(jnp.ones(3), 2.0)
-    _check(node, x, 1, traced)
+    check_in_closure(node, x, 1, traced)
     node.scale = 3.0
-    _check(node, x, 2, traced)
+    check_in_closure(node, x, 2, traced)
     node.scale = float("3.0")  # equal, another object
-    _check(node, x, 2, traced)
+    check_in_closure(node, x, 2, traced)
     node.scale = 3  # equal, another type: another key
-    _check(node, x, 3, traced)
+    check_in_closure(node, x, 3, traced)
 
 
 def test_a_child_array_swapped_for_a_number_or_none_retraces(traced):
     x = jnp.arange(3.0)
     node = Scaled(jnp.ones(3), 2.0)
-    _check(node, x, 1, traced)
+    check_in_closure(node, x, 1, traced)
     node.w = 5.0
-    _check(node, x, 2, traced)
+    check_in_closure(node, x, 2, traced)
     node.w = jnp.ones(3)
-    _check(node, x, 2, traced)  # back to the first key: cached
+    check_in_closure(node, x, 2, traced)  # back to the first key: cached
     node.w = jnp.ones((2, 3))  # another shape: the same key, another trace by JAX's cache
-    _check(node, x, 3, traced)
+    check_in_closure(node, x, 3, traced)
 
 
 def test_a_node_of_another_type_retraces(traced):
     x = jnp.arange(3.0)
-    _check(Scaled(jnp.ones(3), 2.0), x, 1, traced)
-    _check(OtherScaled(jnp.ones(3), 2.0), x, 2, traced)
-    _check(Scaled(jnp.ones(3), 2.0), x, 2, traced)  # a new, equal node: a hit
+    check_in_closure(Scaled(jnp.ones(3), 2.0), x, 1, traced)
+    check_in_closure(OtherScaled(jnp.ones(3), 2.0), x, 2, traced)
+    check_in_closure(Scaled(jnp.ones(3), 2.0), x, 2, traced)  # a new, equal node: a hit
 
 
 def test_a_node_with_a_field_added_or_removed_retraces(traced, walks):
     x = jnp.arange(3.0)
     bag = Bag(a=jnp.ones(3), b=jnp.ones(3), name="bag")
-    _check(bag, x, 1, traced, calls=6)
+    check_in_closure(bag, x, 1, traced, calls=6)
     before = walks()
-    _check(bag, x, 1, traced)
+    check_in_closure(bag, x, 1, traced)
     assert walks() == before  # a generator of children is served too
     bag.c = jnp.ones(3)
-    _check(bag, x, 2, traced)
+    check_in_closure(bag, x, 2, traced)
     del bag.c
     bag.name = "other"  # metadata: a static field
-    _check(bag, x, 3, traced)
+    check_in_closure(bag, x, 3, traced)
 
 
 class Seq:
@@ -136,10 +119,10 @@ jax.tree_util.register_pytree_node(Seq, lambda s: (s.items, None), lambda _, ch:
 
 def test_a_node_with_more_or_fewer_children_under_the_same_metadata_retraces(traced):
     x = jnp.arange(3.0)
-    _check(Seq(jnp.ones(3), jnp.ones(3)), x, 1, traced, calls=6)
-    _check(Seq(jnp.ones(3)), x, 2, traced)
-    _check(Seq(jnp.ones(3), jnp.ones(3), jnp.ones(3)), x, 3, traced)
-    _check(Seq(jnp.ones(3), 2.0), x, 4, traced)
+    check_in_closure(Seq(jnp.ones(3), jnp.ones(3)), x, 1, traced, calls=6)
+    check_in_closure(Seq(jnp.ones(3)), x, 2, traced)
+    check_in_closure(Seq(jnp.ones(3), jnp.ones(3), jnp.ones(3)), x, 3, traced)
+    check_in_closure(Seq(jnp.ones(3), 2.0), x, 4, traced)
 
 
 def test_a_node_whose_flatten_makes_its_children_takes_the_walk(traced, walks):
@@ -156,9 +139,9 @@ def test_a_node_whose_flatten_makes_its_children_takes_the_walk(traced, walks):
     )
     x = jnp.arange(3.0)
     node = Made(jnp.full(3, 2.0))
-    _check(node, x, 1, traced)
+    check_in_closure(node, x, 1, traced)
     before = walks()
-    _check(node, x, 1, traced)
+    check_in_closure(node, x, 1, traced)
     assert walks() - before == 4
 
 
@@ -173,79 +156,55 @@ def test_a_static_field_of_an_equinox_module_changed_retraces(traced, walks):
             return (x * self.w) ** self.power
 
     x = jnp.arange(3.0)
-    _check(Affine(jnp.ones(3), 2), x, 1, traced, calls=6)
+    check_in_closure(Affine(jnp.ones(3), 2), x, 1, traced, calls=6)
     before = walks()
-    _check(Affine(jnp.ones(3) * 2, 2), x, 1, traced)  # a new, equal module: hits
+    check_in_closure(Affine(jnp.ones(3) * 2, 2), x, 1, traced)  # a new, equal module: hits
     assert walks() == before
-    _check(Affine(jnp.ones(3), 3), x, 2, traced)
-
-
-def _nnx_model(nnx):
-    class Model(nnx.Module):
-        def __init__(self, rngs):
-            self.layers = nnx.List([nnx.Linear(3, 3, rngs=rngs) for _ in range(3)])
-            self.power = 1
-
-        def __call__(self, x):
-            for layer in self.layers:
-                x = jnp.tanh(layer(x))
-            out = x**self.power
-            return out + self.extra[...] if hasattr(self, "extra") else out
-
-    return Model(nnx.Rngs(0))
+    check_in_closure(Affine(jnp.ones(3), 3), x, 2, traced)
 
 
 def test_an_nnx_model_closed_over_hits_without_a_walk_and_every_change_retraces(traced, walks):
     nnx = pytest.importorskip("flax.nnx")
     x = jnp.ones((2, 3))
-    model = _nnx_model(nnx)
-    _check(model, x, 1, traced, calls=6)
+    model = nnx_mlp(nnx, 3)
+    check_in_closure(model, x, 1, traced, calls=6)
     before = walks()
     model.layers[1].kernel[...] = jnp.ones((3, 3)) * 0.5  # new arrays: a hit
-    _check(model, x, 1, traced)
+    check_in_closure(model, x, 1, traced)
     assert walks() == before
     model.power = 2  # a static attribute
-    _check(model, x, 2, traced)
+    check_in_closure(model, x, 2, traced)
     model.extra = nnx.Param(jnp.ones(3))  # a field added
-    _check(model, x, 3, traced)
+    check_in_closure(model, x, 3, traced)
     model.layers[2].use_bias, model.layers[2].bias = False, None  # deep in the model
-    _check(model, x, 4, traced)
+    check_in_closure(model, x, 4, traced)
     model.layers[0] = nnx.LinearGeneral(3, 3, rngs=nnx.Rngs(1))  # a node of another type
-    _check(model, x, 5, traced)
+    check_in_closure(model, x, 5, traced)
 
 
 def test_an_equinox_model_closed_over_hits_without_a_walk(traced, walks):
     eqx = pytest.importorskip("equinox")
 
-    class Stack(eqx.Module):
-        layers: tuple
-        depth: int = eqx.field(static=True)
-
-        def __call__(self, x):
-            for layer in self.layers[: self.depth]:
-                x = jnp.tanh(layer(x))
-            return x
-
+    Stack = eqx_stack(eqx)
     keys = jax.random.split(jax.random.key(0), 3)
     layers = tuple(eqx.nn.Linear(3, 3, key=k) for k in keys)
     model = Stack(layers, 3)
     x = jnp.ones((2, 3))
 
-    def call(model):
-        def f(x):
-            count_trace()
-            return jax.vmap(model)(x)
-
-        return stable_jit(f)(x)
-
     for _ in range(6):
-        np.testing.assert_allclose(call(model), jax.vmap(model)(x), rtol=1e-6)
+        np.testing.assert_allclose(
+            call_in_closure(model, x, vmap=True), jax.vmap(model)(x), rtol=1e-6
+        )
     before = walks()
     for _ in range(3):
-        np.testing.assert_allclose(call(model), jax.vmap(model)(x), rtol=1e-6)
+        np.testing.assert_allclose(
+            call_in_closure(model, x, vmap=True), jax.vmap(model)(x), rtol=1e-6
+        )
     assert (walks() - before, traced()) == (0, 1)
     for other in (Stack(layers, 2), Stack((*layers[:2], eqx.nn.Identity()), 3)):
-        np.testing.assert_allclose(call(other), jax.vmap(other)(x), rtol=1e-6)
+        np.testing.assert_allclose(
+            call_in_closure(other, x, vmap=True), jax.vmap(other)(x), rtol=1e-6
+        )
     assert traced() == 3
 
 
@@ -254,13 +213,13 @@ def test_a_model_too_large_to_write_out_is_checked_node_by_node(traced, walks):
     nodes = [Scaled(jnp.ones(3) * i, 1.0) for i in range(150)]
     model = Seq(*nodes)
     x = jnp.arange(3.0)
-    _check(model, x, 1, traced, calls=6)
+    check_in_closure(model, x, 1, traced, calls=6)
     before = walks()
     nodes[120].w = jnp.ones(3)
     model = Seq(*nodes)  # a new root over the same nodes, one of them with a new array
-    _check(model, x, 1, traced)
+    check_in_closure(model, x, 1, traced)
     assert walks() == before
     nodes[140].scale = 2.0  # deep in the model
-    _check(Seq(*nodes), x, 2, traced)
+    check_in_closure(Seq(*nodes), x, 2, traced)
     nodes[140] = OtherScaled(nodes[140].w, 2.0)
-    _check(Seq(*nodes), x, 3, traced)
+    check_in_closure(Seq(*nodes), x, 3, traced)

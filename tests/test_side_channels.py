@@ -111,6 +111,72 @@ def test_nonlocal_write_to_a_static_value_keeps_python_semantics():
     assert calls == 1  # like jax.jit: the body runs once, at trace time
 
 
+# -------------------------------------------- a new function's own side channels
+# jax.jit traces each new function object, so each one's trace writes into the lists and cells
+# that function holds: a loop that redefines a function around a fresh list reads that list.
+
+
+def test_a_list_made_afresh_around_each_redefinition_gets_the_trace_writes():
+    x = jnp.ones(2)
+    for i in range(3):
+        shapes = []
+
+        def f(x):
+            shapes.append(x.shape)
+            return x * 2
+
+        g = stable_jit(f)
+        np.testing.assert_array_equal(g(x), [2.0, 2.0])
+        np.testing.assert_array_equal(g(x), [2.0, 2.0])  # its own later calls hit
+        assert shapes == [(2,)]
+        assert stablejit.num_traces(g) == i + 1  # (all redefinitions together): one each
+
+
+def test_a_nonlocal_counter_of_each_new_factory_closure_counts_its_trace():
+    def make():
+        n = 0
+
+        def f(x):
+            nonlocal n
+            n += 1
+            return x + 1
+
+        return stable_jit(f), lambda: n
+
+    for _ in range(3):
+        f, count = make()
+        np.testing.assert_array_equal(f(jnp.zeros(1)), [1.0])
+        f(jnp.zeros(1))
+        assert count() == 1
+
+
+class _LazyScale:
+    """Sets itself up on first use, while traced: its own attributes change, and a dict it
+    holds (as flax's Scope fills its ``reservations``)."""
+
+    def __init__(self, k):
+        self.k, self.ready, self.names = k, False, {}
+
+    def __call__(self, x):
+        if not self.ready:
+            self.factor, self.ready = float(self.k), True
+            self.names["factor"] = "set up"
+        return x * self.factor
+
+
+def test_an_object_that_sets_itself_up_while_traced_shares_the_trace_of_its_equals():
+    # Its attributes are its bookkeeping: a new object in the state the first was in traces to
+    # the same program, so its calls hit (where keying it only after set-up would retrace).
+    def make(model):
+        return stable_jit(lambda x: model(x))
+
+    fs = [make(_LazyScale(3)) for _ in range(3)]
+    for f in fs:
+        np.testing.assert_array_equal(f(jnp.ones(1)), [3.0])
+    assert stablejit.num_traces(fs[-1]) == 1
+    np.testing.assert_array_equal(make(_LazyScale(4))(jnp.ones(1)), [4.0])
+
+
 # ---------------------------------------------- closure cells a trace rewrites
 
 

@@ -62,8 +62,8 @@ class Entry(object if NATIVE is None else NATIVE.Counted):
     Its fields have one writer each:
 
     * this module: ``jitted`` (the ``jax.jit``), ``ready`` (what the hot
-      path calls; see :func:`serve`), ``keys`` (the keys it is filed under;
-      see :func:`alias`), ``tag`` (its function's), and ``policy``;
+      path calls; see :func:`serve`), ``keys`` (the keys it is or was filed
+      under; see :func:`alias`), ``tag`` (its function's), and ``policy``;
     * the hot path: ``hits``, a C field where the accelerator is built (its
       base, ``Counted``), which a native hit counts without making an int;
     * the diagnostics: ``counts`` (see their ``Counts``);
@@ -126,6 +126,16 @@ def alias(entry: Entry, key) -> None:
         if entry in ENTRIES and key not in CACHE:
             CACHE[key] = entry
             entry.keys.append(key)
+
+
+def refile(entry: Entry, old, new) -> None:
+    """Files ``entry`` under ``new`` instead of ``old``, unless ``new`` has an
+    entry or ``entry`` was dropped; ``old`` leaves the cache either way (it
+    stays first in ``entry.keys``, which name every key it was filed under)."""
+    with LOCK:
+        if CACHE.get(old) is entry:
+            del CACHE[old]
+    alias(entry, new)
 
 
 STATIC_SCALARS = Memo(4096)

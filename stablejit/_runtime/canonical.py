@@ -23,12 +23,12 @@ from .._config import config
 from .._diagnostics import stats
 from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
-from .._fingerprint.snapshot import Snapshot
+from .._fingerprint.snapshot import CHANNEL, Snapshot
 from .._fingerprint.walk import fingerprint
 from .._native import NATIVE
 from . import trace_warnings, verify
 from .argtrees import aux_holds_callables, by_structure, unwrap
-from .cache import Entry, alias, live_entries, serve
+from .cache import Entry, alias, live_entries, refile, serve
 from .jaxcaches import OneContext
 from .options import Lift
 from .statics import compared_by_identity, rebox, unbox
@@ -175,8 +175,9 @@ def make_canonical(
             finally:
                 # A failed trace's writes are side channels too: the retry
                 # after a lift_scalars fallback must not see a new key.
-                if snapshot.commit():
-                    _alias_after_trace(entry, subject, lift)
+                wrote = snapshot.commit()
+                if wrote is not None:
+                    _refile_after_trace(entry, subject, lift, wrote)
             if again:
                 return out
             stats.trace_ended(entry, time.perf_counter() - start)
@@ -296,12 +297,25 @@ def _same(x):
     return x
 
 
-def _alias_after_trace(entry: Entry, fn, lift: Lift) -> None:
-    """Also files ``entry`` under ``fn``'s key now that tracing made sinks
-    (``fn``: what the call is keyed on, see :mod:`.statics`).
+def _refile_after_trace(entry: Entry, fn, lift: Lift, wrote: str) -> None:
+    """Files ``entry`` under ``fn``'s key now that tracing made sinks (``fn``:
+    what the call is keyed on, see :mod:`.statics`); where the trace wrote a
+    channel, no longer under the key computed before the trace.
 
-    The key computed before the trace still walked the state the trace
-    mutated (see :mod:`stablejit._fingerprint.sinks`); later calls key without it.
+    That key walked the state the trace wrote by its contents then (see
+    :mod:`stablejit._fingerprint.sinks`), and another function whose side
+    channels are other objects holding the same contents matches it. Its
+    calls would skip the trace's writes: a list, dict, cell or global (``log
+    = []`` made afresh around a redefined function, ``nonlocal n``) is what
+    code outside reads back, and ``jax.jit``, tracing each new function
+    object, writes into each new one. An object's own attributes (a flax
+    module's lazy set-up, a cache in its ``__dict__``) are its bookkeeping:
+    a new object in the state the first one was in traces to the same
+    program, so the entry stays reachable by that state.
     """
     first = entry.keys[0]
-    alias(entry, first[:-1] + (fingerprint(fn, lift)[0],))
+    after = first[:-1] + (fingerprint(fn, lift)[0],)
+    if wrote is CHANNEL:
+        refile(entry, first, after)
+    else:
+        alias(entry, after)

@@ -6,6 +6,8 @@ which object it is rather than by its contents, so that counting never causes a 
 everything else stays keyed.
 """
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -130,6 +132,20 @@ def test_a_list_made_afresh_around_each_redefinition_gets_the_trace_writes():
         np.testing.assert_array_equal(g(x), [2.0, 2.0])  # its own later calls hit
         assert shapes == [(2,)]
         assert stablejit.num_traces(g) == i + 1  # (all redefinitions together): one each
+
+
+def _record_shape(shapes, x):
+    shapes.append(x.shape)
+    return x * 2
+
+
+def test_a_fresh_list_given_to_a_partial_gets_the_trace_writes():
+    for _ in range(2):
+        shapes = []
+        np.testing.assert_array_equal(
+            stable_jit(functools.partial(_record_shape, shapes))(jnp.ones(2)), [2.0, 2.0]
+        )
+        assert shapes == [(2,)]
 
 
 def test_a_nonlocal_counter_of_each_new_factory_closure_counts_its_trace():

@@ -10,6 +10,7 @@ runtime's ``canonical._refile_after_trace``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
 
@@ -40,9 +41,9 @@ class Snapshot:
         current = [None]  # the value being walked: the one a first visit is of
         # Whether the value being walked was reached as a channel or as an
         # object's state (an attribute, or inside one), and what its own
-        # contents are reached as: a function's cells and globals are
-        # channels, an object's attributes its state, and a plain
-        # container's items are reached as the container was.
+        # contents are reached as: a function's cells and globals and a
+        # partial's arguments are channels, an object's attributes its
+        # state, and a plain container's items are reached as it was.
         reached, inside = [CHANNEL], [CHANNEL]
 
         def on_first(_):
@@ -73,7 +74,7 @@ class Snapshot:
                 outer = current[0], reached[0], inside[0]
                 current[0], reached[0] = v, inside[0]
                 # (by type: isinstance reads __class__, which an object may refuse)
-                if issubclass(type(v), types.FunctionType):
+                if issubclass(type(v), _CALLABLES):
                     inside[0] = CHANNEL
                 elif not issubclass(type(v), _PLAIN):
                     inside[0] = STATE
@@ -125,6 +126,7 @@ class Snapshot:
 
 _ATOMS = (bool, int, float, complex, str, bytes, type(None))
 _PLAIN = (list, dict, tuple, set, frozenset)
+_CALLABLES = (types.FunctionType, functools.partial)
 
 
 def _shallow(v):

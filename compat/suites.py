@@ -71,9 +71,9 @@ class Env:
 # optax 0.2.8 and blackjax 1.7.1 are the newest and support both lines;
 # numpyro 0.22.0 needs jax>=0.7; flax 0.12.12 needs jax>=0.11.1 and Python
 # 3.12, so the 0.10 line stays on flax 0.12.8 (needs jax>=0.10).
-# The tag suites run on the 0.10 line only: JAX's tests at the installed
-# release's own tag, equinox 0.13.8 and diffrax 0.7.2 (with optimistix 0.1.0
-# and lineax 0.1.1, the newest, which accept jax 0.10.2).
+# The tag suites: JAX's tests at the installed release's own tag, equinox
+# 0.13.8 and diffrax 0.7.2 (with optimistix 0.1.0 and lineax 0.1.1, the
+# newest, which accept jax 0.10.2 and 0.12.0.1) on both lines.
 _PINS_010 = {
     "optax": "0.2.8",
     "blackjax": "1.7.1",
@@ -88,7 +88,15 @@ ENVS = {
         "py312-jax012",
         "3.12",
         "0.12.0.1",
-        {"optax": "0.2.8", "blackjax": "1.7.1", "numpyro": "0.22.0", "flax": "0.12.12"},
+        {
+            "optax": "0.2.8",
+            "blackjax": "1.7.1",
+            "numpyro": "0.22.0",
+            "flax": "0.12.12",
+            "jax": "0.12.0.1",
+            "equinox": "0.13.8",
+            "diffrax": "0.7.2",
+        },
     ),
     "py311-jax010": Env("py311-jax010", "3.11", "0.10.2", dict(_PINS_010)),
     # The project's own development venv (Python 3.11, jax 0.10.2): the quick
@@ -266,12 +274,6 @@ def selection(suite: Suite, profile: str) -> tuple[tuple[str, ...], str | None]:
 # counted as divergences; the bound is 1 % of a suite.
 _API = "tests/api_test.py::"
 _JAX_BY_DESIGN = {
-    _API + "APITest::test_jit_of_grad": (
-        "counts traces through a list the jitted function appends to: an earlier test "
-        "(test_grad_of_jit) jitted a function of the same code and an equal (empty) list, so "
-        "under stablejit this one reuses that trace and the list stays empty (identity-keyed "
-        "caching asserted; the result, 2.0 then 4.0, is stock's)"
-    ),
     _API + "JitTest::test_jit_global_cache": (
         "asserts that a second jit of the same function is not traced again after a variable "
         "its body reads (python_should_be_executing, a closure cell) changed: stablejit keys "

@@ -134,6 +134,22 @@ def test_a_list_made_afresh_around_each_redefinition_gets_the_trace_writes():
         assert stablejit.num_traces(g) == i + 1  # (all redefinitions together): one each
 
 
+def test_the_retrace_of_a_function_with_a_fresh_side_channel_names_it(explained):
+    for _ in range(2):
+        shapes = []
+
+        def f(x):
+            shapes.append(x.shape)
+            return x * 2
+
+        stable_jit(f)(jnp.ones(2))
+    (message,) = explained()
+    assert message.endswith(
+        "retraced: closure variable 'shapes' is another object than the side channel an "
+        "earlier trace wrote (traced, so that this one gets its trace's writes, as under jax.jit)"
+    )
+
+
 def _record_shape(shapes, x):
     shapes.append(x.shape)
     return x * 2

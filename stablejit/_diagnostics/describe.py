@@ -282,6 +282,11 @@ def differences(old: Description, new: Description) -> list[str]:
         what = render(path) or "the function"
         if o.summary.startswith("function ") and o.summary != r.summary:
             out.append(f"{what}: code changed")
+        elif o.summary == SIDE_CHANNEL:
+            out.append(
+                f"{what} is another object than the side channel an earlier trace wrote "
+                "(traced, so that this one gets its trace's writes, as under jax.jit)"
+            )
         elif was.get(path, []) != now.get(path, []):
             out.append(_structure_change(what, was.get(path, []), now.get(path, [])))
         elif path not in now:

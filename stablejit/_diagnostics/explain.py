@@ -116,6 +116,17 @@ def on_new_key(stats: Stats, fn, key) -> bool:
     return stance != "fallback"
 
 
+def wrote_side_channels(stats: Stats, fn) -> None:
+    """After a trace of ``fn`` made side channels of lists, cells or globals
+    it wrote: its description (the newest, made at its miss) is made again,
+    as later misses are explained against. Described before the trace, by
+    their contents, the side channels read like another function's fresh
+    ones, and a miss for those (see the runtime's
+    ``canonical._refile_after_trace``) would show no difference."""
+    if config.explain_misses and stats.descriptions:
+        stats.descriptions[-1] = describe(fn)
+
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

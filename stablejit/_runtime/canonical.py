@@ -20,7 +20,7 @@ from collections.abc import Callable
 import jax
 
 from .._config import config
-from .._diagnostics import stats
+from .._diagnostics import explain, stats
 from .._fingerprint.codegen import CALL_FILENAME
 from .._fingerprint.rebuild import RebuildMismatch, substitute
 from .._fingerprint.snapshot import CHANNEL, Snapshot
@@ -317,5 +317,7 @@ def _refile_after_trace(entry: Entry, fn, lift: Lift, wrote: str) -> None:
     after = first[:-1] + (fingerprint(fn, lift)[0],)
     if wrote is CHANNEL:
         refile(entry, first, after)
+        if entry.counts.stats is not None:
+            explain.wrote_side_channels(entry.counts.stats, fn)
     else:
         alias(entry, after)

@@ -118,16 +118,19 @@ def test_nonlocal_write_to_a_static_value_keeps_python_semantics():
 # that function holds: a loop that redefines a function around a fresh list reads that list.
 
 
+def _recording_shapes(shapes):
+    def f(x):
+        shapes.append(x.shape)
+        return x * 2
+
+    return f
+
+
 def test_a_list_made_afresh_around_each_redefinition_gets_the_trace_writes():
     x = jnp.ones(2)
     for i in range(3):
         shapes = []
-
-        def f(x):
-            shapes.append(x.shape)
-            return x * 2
-
-        g = stable_jit(f)
+        g = stable_jit(_recording_shapes(shapes))
         np.testing.assert_array_equal(g(x), [2.0, 2.0])
         np.testing.assert_array_equal(g(x), [2.0, 2.0])  # its own later calls hit
         assert shapes == [(2,)]
@@ -136,13 +139,7 @@ def test_a_list_made_afresh_around_each_redefinition_gets_the_trace_writes():
 
 def test_the_retrace_of_a_function_with_a_fresh_side_channel_names_it(explained):
     for _ in range(2):
-        shapes = []
-
-        def f(x):
-            shapes.append(x.shape)
-            return x * 2
-
-        stable_jit(f)(jnp.ones(2))
+        stable_jit(_recording_shapes([]))(jnp.ones(2))
     (message,) = explained()
     assert message.endswith(
         "retraced: closure variable 'shapes' is another object than the side channel an "

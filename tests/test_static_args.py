@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import stablejit
 from stablejit import stable_jit
 
 
@@ -343,3 +344,37 @@ def test_an_array_in_a_structures_metadata_is_lifted(traces):
         leaves, structure = jax.tree_util.tree_flatten(Node(jnp.float32(3.0), jnp.full(2, offset)))
         np.testing.assert_array_equal(ours(leaves, structure, jnp.ones(2)), 3.0 + offset)
     assert traces.n == 1  # the metadata's array is an input, as the leaves are
+
+
+class _Level:
+    """Hashable, compared by its own equality."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return type(other) is _Level and other.n == self.n
+
+    def __hash__(self):
+        return hash(self.n)
+
+
+class _Holder:
+    def __init__(self, level):
+        self.level = level
+
+
+def test_a_static_function_over_an_object_holding_a_hashable_one_is_keyed_and_rechecked():
+    # diffrax's tests pass such functions (terms over solvers) to eqx.filter_jit: the record
+    # built for the function once raised TypeError on the hashable object's key.
+    holder = _Holder(_Level(2))
+
+    def scale(x):
+        return x * holder.level.n
+
+    f = stable_jit(lambda g, x: g(x), static_argnums=0)
+    for _ in range(3):
+        assert f(scale, jnp.float32(3.0)) == 6.0
+    holder.level.n = 5  # its equality changes with it: a new key, not a stale program
+    assert f(scale, jnp.float32(3.0)) == 15.0
+    assert stablejit.num_traces(f) == 2

@@ -365,8 +365,8 @@ class OwnEquality(Kind):
         # Keyed by state (outside static arguments: a record is matched only
         # in walks of the kind that built it, see Record.static), it is
         # re-checked by state, as a plain object, under this kind.
-        if k[1] is v:
-            return NO_GUARD  # keyed by its own equality
+        if type(k[1]) is ByOwnEquality:
+            return NO_GUARD  # keyed by its own equality (in a static argument)
         g = self.state.guard(v, k, records)
         return (
             ObjectGuard(g.cls, self, g.state, g.cls_state) if type(g) is ObjectGuard else NO_GUARD

@@ -1,6 +1,7 @@
 """Verify mode (``config.verify``): a hit traced again catches the staleness no key can see."""
 
 import os
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -297,3 +298,14 @@ def test_verify_checks_hits_with_static_arguments(verifying, scale_env):
     scale_env(3)
     np.testing.assert_allclose(make()(x, 2), 6 * x)
     assert stablejit.cache_info().mismatches == 1
+
+
+def test_the_cached_traces_form_is_written_once_and_only_for_that_trace():
+    # A hit's cached jaxpr is the same object at every verified hit: its form
+    # is remembered by identity. An id can be reused once a jaxpr is gone, so
+    # a remembered form serves only the object it was written for.
+    a = jax.make_jaxpr(lambda x: x + 1)(1.0)
+    b = jax.make_jaxpr(lambda x: x * 2)(1.0)
+    verify._FORMS.put(id(b), (weakref.ref(a), form(a)))  # a died, and b was made at its address
+    assert verify._cached_form(b) == form(b) != form(a)
+    assert verify._cached_form(b) is verify._cached_form(b)

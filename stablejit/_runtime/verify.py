@@ -27,6 +27,7 @@ import collections
 import contextlib
 import random
 import threading
+import weakref
 
 from jax._src.pjit import _cpp_pjit  # jax.jit of a function with a jit's options
 
@@ -40,6 +41,7 @@ from .._diagnostics.describe import (
     location,
 )
 from .._diagnostics.explain import logger
+from .._registry import Memo
 from . import cache
 from .jaxpr_form import first_difference, form
 
@@ -97,7 +99,7 @@ def check(entry, ready, fn, args: tuple, kwargs: dict):
     fresh = _again(jitted)
     with _tracing(entry, cached=False):
         now = fresh.trace(*args, **kwargs).jaxpr
-    difference = first_difference(form(was), form(now))
+    difference = first_difference(_cached_form(was), form(now))
     stats.verified(entry, difference is None)
     TOTALS[0] += 1
     if difference is None:
@@ -105,6 +107,20 @@ def check(entry, ready, fn, args: tuple, kwargs: dict):
     _report(entry, fn, difference)
     cache.drop(entry)  # stale: the next call traces afresh
     return fresh(*args, **kwargs)  # (JAX holds its trace: compiled, not traced again)
+
+
+_FORMS = Memo(256)
+"""``id(jaxpr) -> (weak reference to it, its form)`` for the traces JAX
+caches: every verified hit of a signature reads the same cached jaxpr, whose
+form is half of what comparing costs, so it is written once. Held weakly, so
+verify mode keeps no trace (nor its constants) alive past JAX's cache."""
+
+
+def _cached_form(jaxpr) -> list[str]:
+    known = _FORMS.get(id(jaxpr))
+    if known is not None and known[0]() is jaxpr:
+        return known[1]
+    return _FORMS.put(id(jaxpr), (weakref.ref(jaxpr), form(jaxpr)))[1]
 
 
 def _again(jitted):

@@ -278,7 +278,10 @@ def _this_checkout() -> Path:
     link = folder / "stablejit"
     if not link.is_symlink():
         folder.mkdir(exist_ok=True)
-        link.symlink_to(REPO / "stablejit", target_is_directory=True)
+        try:
+            link.symlink_to(REPO / "stablejit", target_is_directory=True)
+        except FileExistsError:  # another job's thread (--jobs) made it meanwhile
+            pass
     return folder
 
 

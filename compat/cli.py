@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         "summary once all N have run",
     )
     p.add_argument(
+        "--part",
+        help="J/M, with --shard: run part J of M of that shard (its tests split by a hash of "
+        "their id), for a shard longer than one sitting; the shard counts as run once all M "
+        "parts have",
+    )
+    p.add_argument(
         "--git-dir",
         action="append",
         default=[],
@@ -79,13 +85,13 @@ def _split(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
     return items
 
 
-def _shard(value: str) -> tuple[int, int]:
+def _shard(value: str, flag: str = "--shard") -> tuple[int, int]:
     try:
         i, n = (int(x) for x in value.split("/"))
     except ValueError:
-        raise SystemExit(f"compat: --shard takes I/N (such as 2/8), got {value!r}") from None
+        raise SystemExit(f"compat: {flag} takes I/N (such as 2/8), got {value!r}") from None
     if not 1 <= i <= n:
-        raise SystemExit(f"compat: --shard {value}: I must be between 1 and N")
+        raise SystemExit(f"compat: {flag} {value}: I must be between 1 and N")
     return i, n
 
 
@@ -105,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[f"COMPAT_GIT_{name.strip().upper()}"] = path.strip()
     modes = _split(args.modes, ALL_MODES, "mode")
     shard = _shard(args.shard) if args.shard else None
+    if args.part and shard is None:
+        raise SystemExit("compat: --part splits a shard: give --shard too (1/1 for a whole suite)")
+    part = _shard(args.part, "--part") if args.part else None
     if args.report_only:
         print(report.write_summary(profile, env.name))
         return 0
@@ -142,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 suite_versions,
                 timeout,
                 shard,
+                part,
             )
             if shard is not None and not job.targets()[0]:
                 print(

@@ -40,6 +40,8 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
                 part = json.loads(shard.read_text())
                 i, n = part["shard"]
                 sets.setdefault(n, {})[i] = part
+        for (i, n), shard in _shards_in_parts(raw, mode).items():
+            sets.setdefault(n, {}).setdefault(i, shard)  # a whole run of it wins
         complete = [parts for n, parts in sets.items() if sorted(parts) == list(range(1, n + 1))]
         newest = lambda p: max(r["finished"] for r in p.values())  # noqa: E731
         if complete:
@@ -50,6 +52,22 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
             n, parts = max(sets.items(), key=lambda item: newest(item[1]))
             runs[mode] = {**merge(parts), "partial": f"shard(s) {sorted(parts)} of {n}"}
     return runs
+
+
+def _shards_in_parts(raw: Path, mode: str) -> dict[tuple[int, int], dict]:
+    """The shards run in parts (``--part``) whose parts are all there,
+    each merged into one shard's raw result."""
+    groups: dict[tuple[int, int, int], dict[int, dict]] = {}
+    for path in raw.glob(f"{mode}.shard-*of*.part-*of*.json"):
+        if re.fullmatch(rf"{mode}\.shard-\d+of\d+\.part-\d+of\d+\.json", path.name):
+            run = json.loads(path.read_text())
+            (i, n), (j, m) = run["shard"], run["part"]
+            groups.setdefault((i, n, m), {})[j] = run
+    return {
+        (i, n): {**merge(parts), "shard": [i, n], "parts": m}
+        for (i, n, m), parts in groups.items()
+        if sorted(parts) == list(range(1, m + 1))
+    }
 
 
 def merge(parts: dict[int, dict]) -> dict:
@@ -78,8 +96,15 @@ def merge(parts: dict[int, dict]) -> dict:
         "returncode": max(r["returncode"] for r in runs),
         "timed_out": any(r["timed_out"] for r in runs),
         "finished": max(r["finished"] for r in runs),
-        "stablejit": sorted({r["stablejit"] for r in runs if r.get("stablejit")}),
+        # (a shard run in parts lists its parts' revisions already)
+        "stablejit": sorted(
+            {v for r in runs for v in _as_list(r.get("stablejit")) if v},
+        ),
     }
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
 
 
 def _row(run: dict) -> dict:
@@ -293,7 +318,7 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
             lines.append("")
     lines += ["## Commands", ""]
     for mode, run in runs.items():
-        rev = run.get("stablejit", "?")
+        rev = ", ".join(_as_list(run.get("stablejit") or "?"))
         lines += [
             f"- {mode} ({run['finished']}, stablejit {rev}): `cd {run['workdir']} && {run['command']}`"
         ]

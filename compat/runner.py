@@ -11,7 +11,10 @@ A suite too long for one sitting runs in shards (``--shard I/N``): shard I
 takes every N-th of the suite's test files, in sorted order (or, for a suite
 sharded by test, the tests whose id hashes to I; see the outcome plugin), and
 writes ``<mode>.shard-IofN.json``; the report merges a mode's shards once all
-N are there (see :func:`compat.report.load`).
+N are there (see :func:`compat.report.load`). A shard still too long (one
+file of long tests) runs in parts (``--part J/M``: its tests whose id hashes,
+another hash, to J), written ``<mode>.shard-IofN.part-JofM.json``, which make
+the shard once all M are there.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class Job:
     versions: dict[str, str | None]
     timeout: int
     shard: tuple[int, int] | None = None
+    part: tuple[int, int] | None = None  # of the shard (see compat.report.load)
 
     @property
     def raw_dir(self) -> Path:
@@ -77,11 +81,10 @@ class Job:
     @property
     def stem(self) -> str:
         """The raw result's file name, without its extension."""
-        return (
-            self.mode
-            if self.shard is None
-            else f"{self.mode}.shard-{self.shard[0]}of{self.shard[1]}"
-        )
+        if self.shard is None:
+            return self.mode
+        stem = f"{self.mode}.shard-{self.shard[0]}of{self.shard[1]}"
+        return stem if self.part is None else f"{stem}.part-{self.part[0]}of{self.part[1]}"
 
     def targets(self) -> tuple[list[str], list[str]]:
         """(pytest arguments naming the tests, deselection arguments)."""
@@ -125,6 +128,7 @@ class Job:
                 plugin_available(),
                 revision,
                 *([list(self.shard)] if self.shard else []),
+                *([list(self.part)] if self.part else []),
             ],
             sort_keys=True,
         )
@@ -167,6 +171,8 @@ def run(job: Job) -> dict:
     env["COMPAT_OUTCOMES"] = str(lines)
     if job.shard is not None and job.suite.shard_by == "test":
         env["COMPAT_SHARD"] = "{}/{}".format(*job.shard)
+    if job.part is not None:
+        env["COMPAT_PART"] = "{}/{}".format(*job.part)
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into site-packages
     revision = _stablejit_revision()
@@ -199,6 +205,7 @@ def run(job: Job) -> dict:
         "mode": job.mode,
         "profile": job.profile,
         "shard": list(job.shard) if job.shard else None,
+        "part": list(job.part) if job.part else None,
         "key": key,
         "versions": job.versions,
         "command": " ".join(cmd),

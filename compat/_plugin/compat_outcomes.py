@@ -11,6 +11,8 @@ The file is named by ``$COMPAT_OUTCOMES``. Each line is
 first line of the failure (the exception line pytest shows after ``E``).
 With ``$COMPAT_SHARD`` set to ``I/N``, only the tests whose id hashes
 (CRC-32) to I of N run: a shard of a suite whose time sits in one file.
+``$COMPAT_PART`` (``J/M``) splits what remains the same way, by another hash:
+a part of a shard.
 
 A test's line also carries ``compiles``: the XLA compiles JAX reported from
 its setup to its teardown, so that a mode compiling more than stock is
@@ -32,16 +34,19 @@ _pending: list[dict] = []  # a running test's lines, written when it ends
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    shard = os.environ.get("COMPAT_SHARD")
-    if not shard:
-        return
-    i, n = (int(x) for x in shard.split("/"))
-    keep, drop = [], []
-    for item in items:
-        mine = zlib.crc32(item.nodeid.encode()) % n == i - 1
-        (keep if mine else drop).append(item)
-    items[:] = keep
-    config.hook.pytest_deselected(items=drop)
+    # A part of a shard hashes the id salted, so that it splits a shard
+    # sharded by test too.
+    for variable, salt in (("COMPAT_SHARD", b""), ("COMPAT_PART", b"part:")):
+        value = os.environ.get(variable)
+        if not value:
+            continue
+        i, n = (int(x) for x in value.split("/"))
+        keep, drop = [], []
+        for item in items:
+            mine = zlib.crc32(salt + item.nodeid.encode()) % n == i - 1
+            (keep if mine else drop).append(item)
+        items[:] = keep
+        config.hook.pytest_deselected(items=drop)
 
 
 def _count(compile_event: str, event: str, duration: float, **_) -> None:

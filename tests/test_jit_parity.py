@@ -515,3 +515,19 @@ def test_jaxs_cache_miss_explanation_names_the_users_call_site_as_under_jax_jit(
         return message.split(" at ", 1)[1].split(":", 1)[0]
 
     assert call_site(stable_jit) == call_site(jax.jit) == __file__
+
+
+def test_a_program_is_named_after_its_own_function_as_under_jax_jit():
+    # The same body under two names is two programs: JAX names each after its
+    # function in the lowered module, a nested jit equation and its messages.
+    stable_jit(lambda x: x * 2)(1.0)
+
+    def double(x):
+        return x * 2
+
+    assert (
+        stable_jit(double).lower(1.0).as_text().splitlines()[0].split()[1]
+        == jax.jit(double).lower(1.0).as_text().splitlines()[0].split()[1]
+        == "@jit_double"
+    )
+    assert "name=double" in str(jax.make_jaxpr(lambda x: stable_jit(double)(x))(1.0))

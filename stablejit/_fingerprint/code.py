@@ -173,9 +173,17 @@ def _scan(code, names, chains, global_stores, deref_stores, top):
 
 
 def _structure(code: types.CodeType) -> tuple:
-    """A marshal-able tuple of the code's semantics, without file or lines."""
+    """A marshal-able tuple of the code's semantics, without file or lines.
+
+    With its name: JAX names a program after its function (the module in
+    ``lower(...).as_text()``, HLO dumps and profiles, a nested ``jit``
+    equation's ``name=``, its messages), so two functions of one body under
+    two names (``lambda x: x * 2`` and ``def double(x)``) are two programs,
+    as under ``jax.jit``. A function defined again keeps its name.
+    """
     consts = tuple(_const(c) for c in code.co_consts)
     return (
+        code.co_name,
         code.co_code,
         consts,
         code.co_names,

@@ -34,15 +34,22 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
             runs[mode] = json.loads(path.read_text())
             continue
         sets: dict[int, dict[int, dict]] = {}
-        for shard in raw.glob(f"{mode}.shard-*of*.json"):
+        in_parts: dict[tuple[int, int, int], dict[int, dict]] = {}
+        for path in raw.glob(f"{mode}.shard-*.json"):
             # (the census report beside each shard matches the glob too)
-            if re.fullmatch(rf"{mode}\.shard-\d+of\d+\.json", shard.name):
-                part = json.loads(shard.read_text())
-                i, n = part["shard"]
-                sets.setdefault(n, {})[i] = part
-        for (i, n), shard in _shards_in_parts(raw, mode).items():
-            sets.setdefault(n, {}).setdefault(i, shard)  # a whole run of it wins
-        complete = [parts for n, parts in sets.items() if sorted(parts) == list(range(1, n + 1))]
+            if not _SHARD_FILE.fullmatch(path.name.removeprefix(mode)):
+                continue
+            run = json.loads(path.read_text())
+            i, n = run["shard"]
+            if run.get("part"):  # a part of a shard (--part)
+                j, m = run["part"]
+                in_parts.setdefault((i, n, m), {})[j] = run
+            else:
+                sets.setdefault(n, {})[i] = run
+        for (i, n, m), parts in in_parts.items():
+            if _complete(parts, m):  # the shard, unless a whole run of it is there
+                sets.setdefault(n, {}).setdefault(i, {**merge(parts), "shard": [i, n], "parts": m})
+        complete = [parts for n, parts in sets.items() if _complete(parts, n)]
         newest = lambda p: max(r["finished"] for r in p.values())  # noqa: E731
         if complete:
             runs[mode] = merge(max(complete, key=newest))
@@ -54,20 +61,13 @@ def load(profile: str, env: str, suite: str) -> dict[str, dict]:
     return runs
 
 
-def _shards_in_parts(raw: Path, mode: str) -> dict[tuple[int, int], dict]:
-    """The shards run in parts (``--part``) whose parts are all there,
-    each merged into one shard's raw result."""
-    groups: dict[tuple[int, int, int], dict[int, dict]] = {}
-    for path in raw.glob(f"{mode}.shard-*of*.part-*of*.json"):
-        if re.fullmatch(rf"{mode}\.shard-\d+of\d+\.part-\d+of\d+\.json", path.name):
-            run = json.loads(path.read_text())
-            (i, n), (j, m) = run["shard"], run["part"]
-            groups.setdefault((i, n, m), {})[j] = run
-    return {
-        (i, n): {**merge(parts), "shard": [i, n], "parts": m}
-        for (i, n, m), parts in groups.items()
-        if sorted(parts) == list(range(1, m + 1))
-    }
+_SHARD_FILE = re.compile(r"\.shard-\d+of\d+(\.part-\d+of\d+)?\.json")
+"""A shard's raw result after its mode's name (a part's too), not its census."""
+
+
+def _complete(runs: dict[int, dict], n: int) -> bool:
+    """Whether ``runs`` (by number) are all N shards, or all M parts."""
+    return sorted(runs) == list(range(1, n + 1))
 
 
 def merge(parts: dict[int, dict]) -> dict:

@@ -1,7 +1,10 @@
 """JAX's cache-miss explanations (``jax_explain_cache_misses``) of a stable_jit
 function compare its miss with keys of the config values it runs under, as
 under jax.jit, though its canonical function is shared with every function of
-the same code, some of which ran under other values."""
+the same code, some of which ran under other values; and with keys of
+functions still alive, as jax.jit's keys die with their function."""
+
+import gc
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +30,18 @@ def _sine_plus():
         return jnp.sin(x) + y
 
     return f
+
+
+def _identity():
+    def f(x):
+        return x
+
+    return f
+
+
+def _sweep() -> None:
+    """Makes a new entry (where stablejit forgets the keys of dead functions)."""
+    stable_jit(lambda a, b, c: a)(0, 1, 2)
 
 
 def _explanation(caplog, call) -> str:
@@ -87,3 +102,52 @@ def test_calls_in_each_config_after_switching_trace_and_compile_nothing_again(tr
         f.lower(x, y)
     f.lower(x, y[:2])
     assert traced() == traces
+
+
+@explained
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit])
+def test_a_new_functions_first_miss_is_never_seen_once_its_dead_twin_traced_other_types(
+    jit, caplog
+):
+    twin = jit(_identity())
+    twin(1)
+    del twin
+    gc.collect()
+    _sweep()
+
+    f = jit(_identity())
+    message = _explanation(caplog, lambda: f(jnp.float32(1.0)))
+    assert "never seen function" in message
+    assert "different input types" not in message
+
+
+@explained
+@pytest.mark.parametrize("jit", [jax.jit, stable_jit])
+def test_a_live_functions_miss_is_explained_by_its_own_keys_after_a_twin_died(jit, caplog):
+    f = jit(_identity())
+    f(1)
+    twin = jit(_identity())
+    twin(1.0)
+    del twin
+    gc.collect()
+    _sweep()
+
+    message = _explanation(caplog, lambda: f(jnp.ones(3)))
+    assert "different input types" in message
+    assert "never seen function" not in message
+
+
+def test_a_dead_twins_keys_forgotten_trace_and_compile_nothing_again(traced):
+    # Only JAX's trace cache forgets: what the twin traced and compiled
+    # serves a new function of the same code at once.
+    x = np.arange(3, dtype=np.float32)
+    twin = stable_jit(_sine_plus())
+    np.testing.assert_allclose(twin(x, 1.0), np.sin(x) + 1.0, rtol=1e-6)
+    del twin
+    gc.collect()
+    _sweep()
+    traces, compiles = traced(), len(COMPILED)
+
+    f = stable_jit(_sine_plus())
+    np.testing.assert_allclose(f(x, 1.0), np.sin(x) + 1.0, rtol=1e-6)
+    assert (traced(), len(COMPILED)) == (traces, compiles)

@@ -42,7 +42,7 @@ from .._config import config
 from .._diagnostics.stats import Counts, retire
 from .._native import NATIVE
 from .._registry import Memo, on_clear
-from .jaxcaches import forget, suspend
+from .jaxcaches import HeldKeys, forget, suspend
 from .trace_warnings import Warned
 
 LOCK = threading.RLock()
@@ -64,6 +64,8 @@ class Entry(object if NATIVE is None else NATIVE.Counted):
     * this module: ``jitted`` (the ``jax.jit``), ``ready`` (what the hot
       path calls; see :func:`serve`), ``keys`` (the keys it is or was filed
       under; see :func:`alias`), ``tag`` (its function's), and ``policy``;
+    * its canonical function: ``held``, whose keys JAX's trace cache holds
+      for it (see :class:`.jaxcaches.HeldKeys`), which eviction also forgets;
     * the hot path: ``hits``, a C field where the accelerator is built (its
       base, ``Counted``), which a native hit counts without making an int;
     * the diagnostics: ``counts`` (see their ``Counts``);
@@ -79,6 +81,7 @@ class Entry(object if NATIVE is None else NATIVE.Counted):
         *(("hits",) if NATIVE is None else ()),
         "counts",
         "warned",
+        "held",
         "__weakref__",
     )
 
@@ -92,6 +95,7 @@ class Entry(object if NATIVE is None else NATIVE.Counted):
         self.hits = 0
         self.counts = Counts()
         self.warned = Warned()
+        self.held = HeldKeys()
 
 
 class Policy:
@@ -223,6 +227,11 @@ def _evict_locked(size: int, keep: Entry | None = None) -> None:
     entry hit since the previous eviction counts as used now (the CLOCK
     approximation of LRU, resolved at evictions).
     """
+    for e in ENTRIES:
+        # JAX's trace keys of functions all dead go (see .jaxcaches.HeldKeys):
+        # here, not as the last one dies, which may be inside JAX's own cache.
+        if e.held.orphaned() and e.jitted is not None:
+            e.held.forget(e.jitted.__wrapped__)
     loose = [e for e in ENTRIES if not _pinned(e)]
     held = sum(map(_weight, loose))
     idle = [e for e in loose if _on_probation(e)]

@@ -29,7 +29,6 @@ from .._native import NATIVE
 from . import trace_warnings, verify
 from .argtrees import aux_holds_callables, by_structure, unwrap
 from .cache import Entry, alias, live_entries, refile, serve
-from .jaxcaches import OneContext
 from .options import Lift
 from .statics import compared_by_identity, rebox, unbox
 
@@ -122,14 +121,12 @@ def make_canonical(
     ``source``: how JAX is to name the function (see :class:`Source`).
     """
 
-    keys = OneContext()
-
     def canonical(*args, **kwargs):
+        fn = current_callable(entry)
         # verify mode's trace (see .verify) is not the cache's: uncounted, unexplained
         again = verify.verifying(entry)
         if not again:
-            keys.tracing(canonical)
-        fn = current_callable(entry)
+            entry.held.tracing(canonical, fn)
         rest, kwargs = unwrap(args[n_leaves:], kwargs)
         if (
             adaptive

@@ -24,19 +24,24 @@ An entry dropped gives up everything it holds (:func:`forget`), and only
 that: ``jax.jit``'s ``clear_cache()`` also empties JAX's cache of inferred
 parameters for every function.
 
-And an entry's canonical function keeps, in JAX's trace cache, the keys of
-one trace context at a time (:class:`OneContext`): JAX explains a miss
-(``jax_explain_cache_misses``) against the traced function's other keys,
-and a key of another context first. A canonical function is shared by every
-function of its key, so without this one function's miss would be explained
-by a trace another function made under other config values (an earlier
-test's, a library's under its own precision), where ``jax.jit`` of that
-function compares like with like.
+And an entry's canonical function keeps, in JAX's trace cache, only keys
+like the ones ``jax.jit`` of the calling function would hold (:class:`HeldKeys`):
+JAX explains a miss (``jax_explain_cache_misses``) against the traced
+function's other keys, and a canonical function is shared by every function
+of its key. So its keys are of one trace context at a time: without that, one
+function's miss would be explained by a trace another function made under
+other config values (an earlier test's, a library's under its own
+precision), where ``jax.jit`` of that function compares like with like. And
+they go once every function that made them has died, as ``jax.jit``'s go with
+its function: a new function's first miss is then explained as JAX explains
+a new function's ("never seen function"), not by an older one's keys.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import weakref
 
 from jax._src import util as _jax_util
 from jax._src.config import trace_context
@@ -79,18 +84,23 @@ def forget(jitted) -> None:
             _log.debug("stablejit: could not evict %r from a JAX cache: %r", fn, e)
 
 
-class OneContext:
-    """The trace context of the keys JAX's trace cache holds for one
-    function (None: none yet, or forgotten)."""
+class HeldKeys:
+    """Whose keys JAX's trace cache holds for one canonical function: the
+    trace context they are of (None: none held, or forgotten), and the
+    functions that made them, weakly."""
 
-    __slots__ = ("context",)
+    __slots__ = ("context", "makers", "anonymous", "__weakref__")
 
     def __init__(self):
         self.context = None
+        self.makers: dict[int, weakref.ref] = {}
+        # A maker that cannot be referenced weakly: its keys are held for good.
+        self.anonymous = False
 
-    def tracing(self, fn) -> None:
-        """At the start of a trace of ``fn`` (JAX has explained its miss):
-        in another context than the keys held, forgets them all.
+    def tracing(self, canonical, fn) -> None:
+        """At the start of a trace of ``canonical`` for a call of ``fn`` (JAX
+        has explained its miss): in another context than the keys held,
+        forgets them all, else notes ``fn`` as one of their makers.
 
         The trace's own key goes too (JAX filed it as the trace began, and
         keeps no key apart): the next trace, in either context, holds the
@@ -99,9 +109,34 @@ class OneContext:
         traced or compiled again; a later explanation may find fewer keys.
         """
         now = trace_context()
-        if self.context is None:
-            self.context = now
-        elif now != self.context:
-            if FORGETS_TRACES is not None:
-                FORGETS_TRACES(fn)
-            self.context = None
+        if self.context is not None and now != self.context:
+            self.forget(canonical)
+            return
+        self.context = now
+        key = id(fn)
+        if key in self.makers:
+            return
+        try:
+            # (The callback only unlists: a function may die inside JAX's
+            # own cache code, where forgetting is not safe; see orphaned.)
+            self.makers[key] = weakref.ref(fn, functools.partial(_unlist, weakref.ref(self), key))
+        except TypeError:
+            self.anonymous = True
+
+    def orphaned(self) -> bool:
+        """Whether keys are held and every function that made them has died."""
+        return self.context is not None and not self.makers and not self.anonymous
+
+    def forget(self, canonical) -> None:
+        """Makes JAX's trace cache forget ``canonical``'s keys."""
+        if FORGETS_TRACES is not None:
+            FORGETS_TRACES(canonical)
+        self.context = None
+        self.makers.clear()
+        self.anonymous = False
+
+
+def _unlist(held_ref, key, _) -> None:
+    held = held_ref()
+    if held is not None:
+        held.makers.pop(key, None)

@@ -55,6 +55,26 @@ def test_static_argnames_and_argnums_resolve_both_ways_of_passing(traces, how):
     assert traces.n == 1
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"static_argnums": (2, 0)}, {"static_argnums": (0, 2)}),
+        ({"static_argnames": ("a", "c")}, {"static_argnames": ["c", "a", "c"]}),
+    ],
+)
+def test_options_naming_one_set_of_arguments_in_any_order_share_one_program(traces, first, second):
+    # jax.jit reads them as sets: its caches, keyed by the function, trace once.
+    def f(a, b, c):
+        traces()
+        return a * b + c
+
+    args = (2.0, jnp.arange(3.0), 1.0)
+    expected = f(*args)
+    for options in (first, second):
+        np.testing.assert_allclose(stable_jit(f, **options)(*args), expected)
+    assert traces.n == 2  # the eager reference, then one trace
+
+
 @dataclasses.dataclass
 class Config:
     depth: int

@@ -159,7 +159,8 @@ def _key_part(k: str, v) -> Any:
         return tuple(sorted(v.items())) if v is not None else None
     if k in ("device", "backend", "keep_unused", "inline"):
         return v
-    return index_tuple(k, v) if k.endswith("argnums") else name_tuple(k, v)
+    # Sets, as jax.jit reads them: static_argnums=(1, 0) and (0, 1) are one program.
+    return tuple(sorted(set(index_tuple(k, v) if k.endswith("argnums") else name_tuple(k, v))))
 
 
 class Options:

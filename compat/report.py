@@ -114,7 +114,7 @@ def _row(run: dict) -> dict:
     return {
         "passed": c.get("passed", 0),
         "failed": c.get("failed", 0),
-        "errors": c.get("error", 0),
+        "errors": c.get("error", 0) + c.get("crashed", 0),
         "skipped": c.get("skipped", 0) + c.get("xfailed", 0),
         "xpassed": c.get("xpassed", 0),
         "wall_s": run["wall_s"],
@@ -285,7 +285,7 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
         broken = [
             (t, o, m)
             for t, (o, m) in sorted(runs["stock"]["outcomes"].items())
-            if o in ("failed", "error")
+            if o in ("failed", "error", "crashed")
         ]
         lines += [f"## Fail stock ({len(broken)})", ""]
         for test, outcome, message in broken[:MD_LIMIT]:

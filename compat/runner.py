@@ -15,6 +15,12 @@ N are there (see :func:`compat.report.load`). A shard still too long (one
 file of long tests) runs in parts (``--part J/M``: its tests whose id hashes,
 another hash, to J), written ``<mode>.shard-IofN.part-JofM.json``, which make
 the shard once all M are there.
+
+A test that kills pytest (a segmentation fault in XLA's compiler, seen in
+diffrax's suite stock too) would end the run and lose every test after it.
+So a run killed by a signal in a test starts again without that test, which
+is recorded as ``crashed`` (see :func:`run`); the result is the last, whole
+run's, its census and counts complete.
 """
 
 from __future__ import annotations
@@ -145,13 +151,22 @@ class Job:
         return raw if raw.get("key") == self.key() and not broken else None
 
 
+MAX_CRASHES = 5
+"""Crashed tests a run goes on without before it stops where it is."""
+
+
 def run(job: Job) -> dict:
-    """Runs ``job`` (never more than its timeout) and writes its raw result."""
+    """Runs ``job`` (never more than its timeout) and writes its raw result.
+
+    A pytest killed by a signal while a test ran is run again from the
+    start without that test (at most :data:`MAX_CRASHES` times), which then
+    counts as ``crashed``."""
     job.raw_dir.mkdir(parents=True, exist_ok=True)
     lines = job.raw_dir / f"{job.stem}.jsonl"
     census = job.raw_dir / f"{job.stem}.census.json"
     log = job.raw_dir / f"{job.stem}.log"
-    for stale in (lines, census):
+    skip = job.raw_dir / f"{job.stem}.crashed"
+    for stale in (lines, census, skip):
         stale.unlink(missing_ok=True)
     targets, drop = job.targets()
     cmd = [str(job.python), "-m", "pytest", "-p", "compat_outcomes", "-p", "no:cacheprovider"]
@@ -169,6 +184,7 @@ def run(job: Job) -> dict:
     # root: it has a `tests` package of its own.
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), str(_this_checkout())])
     env["COMPAT_OUTCOMES"] = str(lines)
+    env["COMPAT_CRASHED"] = str(skip)
     if job.shard is not None and job.suite.shard_by == "test":
         env["COMPAT_SHARD"] = "{}/{}".format(*job.shard)
     if job.part is not None:
@@ -180,24 +196,26 @@ def run(job: Job) -> dict:
     # imports, even where a commit lands while the suite runs.
     key = job.key()
     start = time.monotonic()
+    crashed: list[tuple[str, str]] = []  # (test, signal)
     with open(log, "w", encoding="utf-8") as out:
-        out.write(f"$ cd {workdir} && {' '.join(cmd)}\n")
-        out.flush()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=workdir,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # so a timeout ends pytest and anything it started
-        )
-        try:
-            returncode, timed_out = proc.wait(timeout=job.timeout), False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            returncode, timed_out = proc.wait(), True
+        while True:
+            out.write(f"$ cd {workdir} && {' '.join(cmd)}\n")
+            out.flush()
+            left = max(1.0, job.timeout - (time.monotonic() - start))
+            returncode, timed_out = _pytest(cmd, workdir, env, out, left)
+            test = _running(lines) if returncode < 0 and not timed_out else None
+            if test is None or len(crashed) >= MAX_CRASHES:
+                break
+            name = _signal_name(-returncode)
+            crashed.append((test, name))
+            out.write(f"\n[compat] {test} killed pytest ({name}): running again without it\n\n")
+            with open(skip, "a", encoding="utf-8") as f:
+                f.write(test + "\n")
+            lines.unlink(missing_ok=True)
     wall = time.monotonic() - start
     outcomes, compiles = _read_outcomes(lines)
+    for test, name in crashed:
+        outcomes[test] = ["crashed", f"pytest died of {name} in this test (run again without it)"]
     counts = collections.Counter(outcome for outcome, _ in outcomes.values())
     raw = {
         "suite": job.suite.name,
@@ -222,6 +240,47 @@ def run(job: Job) -> dict:
     }
     (job.raw_dir / f"{job.stem}.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     return raw
+
+
+def _pytest(cmd, workdir, env, out, timeout: float) -> tuple[int, bool]:
+    """``(returncode, timed out)`` of one pytest run, its output into ``out``."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # so a timeout ends pytest and anything it started
+    )
+    try:
+        return proc.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait(), True
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _running(path: Path) -> str | None:
+    """The test that had started and not ended when its run stopped, if any."""
+    if not path.exists():
+        return None
+    running = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # the last line of a killed run
+            continue
+        if entry["outcome"] == "started":
+            running = entry["id"]
+        elif entry["id"] == running:
+            running = None
+    return running
 
 
 def test_files(base: Path, paths: tuple[str, ...], deselect: dict[str, str]) -> list[str]:
@@ -251,6 +310,8 @@ def _read_outcomes(path: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:  # the last line of a killed run
+            continue
+        if entry["outcome"] == "started":  # (see _running)
             continue
         prev = out.get(entry["id"])
         if prev is None or rank[entry["outcome"]] > rank[prev[0]]:

@@ -14,6 +14,10 @@ With ``$COMPAT_SHARD`` set to ``I/N``, only the tests whose id hashes
 ``$COMPAT_PART`` (``J/M``) splits what remains the same way, by another hash:
 a part of a shard.
 
+A test's start is a line too (outcome ``started``): a test that kills the
+process leaves its start alone, and the harness runs the suite again
+without the tests listed in ``$COMPAT_CRASHED`` (one id per line).
+
 A test's line also carries ``compiles``: the XLA compiles JAX reported from
 its setup to its teardown, so that a mode compiling more than stock is
 traced to the tests that do.
@@ -46,6 +50,13 @@ def pytest_collection_modifyitems(config, items) -> None:
             mine = zlib.crc32(salt + item.nodeid.encode()) % n == i - 1
             (keep if mine else drop).append(item)
         items[:] = keep
+        config.hook.pytest_deselected(items=drop)
+    crashed = os.environ.get("COMPAT_CRASHED")
+    if crashed and os.path.exists(crashed):
+        with open(crashed, encoding="utf-8") as f:
+            skip = set(f.read().split("\n")) - {""}
+        drop = [item for item in items if item.nodeid in skip]
+        items[:] = [item for item in items if item.nodeid not in skip]
         config.hook.pytest_deselected(items=drop)
 
 
@@ -108,6 +119,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    _write({"id": item.nodeid, "outcome": "started"})
     start = _compiles[0]
     yield
     for entry in _pending:

@@ -310,12 +310,6 @@ _JAX_BY_DESIGN = {
         "0 (identity-keyed caching asserted; a change of jax_numpy_rank_promotion, what the "
         "test is about, retraces under stablejit too: it is part of the key)"
     ),
-    _API + "APITest::test_cache_miss_explanations_first_miss": (
-        "asserts that JAX explains the first call of a new function as 'never seen "
-        "function': an earlier test's jitted def f(x): return x, the same name and code, "
-        "made the entry this f shares, so JAX has seen the entry's function and explains the "
-        "new argument type instead (alone, it passes; in the jax-v0.10.2 file's run too)"
-    ),
     _API + "APITest::test_cache_miss_explanations_new_function_in_loop": (
         "asserts JAX's cache-miss explanation of the second of two jax.jit(lambda) calls in a "
         "loop ('another function defined on the same line'): under stablejit the redefined "

@@ -268,19 +268,24 @@ def _signal_name(number: int) -> str:
 
 def _running(path: Path) -> str | None:
     """The test that had started and not ended when its run stopped, if any."""
-    if not path.exists():
-        return None
     running = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:  # the last line of a killed run
-            continue
+    for entry in _entries(path):
         if entry["outcome"] == "started":
             running = entry["id"]
         elif entry["id"] == running:
             running = None
     return running
+
+
+def _entries(path: Path):
+    """The plugin's lines in ``path``, read (none if there is no file)."""
+    if not path.exists():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:  # the last line of a killed run
+            continue
 
 
 def test_files(base: Path, paths: tuple[str, ...], deselect: dict[str, str]) -> list[str]:
@@ -304,13 +309,7 @@ def _read_outcomes(path: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
     rank = {"passed": 0, "skipped": 0, "xfailed": 0, "xpassed": 1, "failed": 2, "error": 3}
     out: dict[str, list[str]] = {}
     compiles: dict[str, int] = {}
-    if not path.exists():
-        return out, compiles
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:  # the last line of a killed run
-            continue
+    for entry in _entries(path):
         if entry["outcome"] == "started":  # (see _running)
             continue
         prev = out.get(entry["id"])

@@ -55,6 +55,26 @@ def test_static_argnames_and_argnums_resolve_both_ways_of_passing(traces, how):
     assert traces.n == 1
 
 
+def test_a_static_argument_named_by_number_or_by_name_shares_one_program(traces):
+    # jax.jit resolves static_argnums=1 to the name y and static_argnames="y"
+    # to the number 1: one program per way of passing it, for both wrappers.
+    def f(x, y):
+        traces()
+        return x * y
+
+    by_number, by_name = stable_jit(f, static_argnums=1), stable_jit(f, static_argnames="y")
+    for g in (by_number, by_name, by_number):
+        np.testing.assert_allclose(g(jnp.arange(3.0), 2.0), [0.0, 2.0, 4.0])
+        np.testing.assert_allclose(g(jnp.arange(3.0), y=3.0), [0.0, 3.0, 6.0])
+    assert traces.n == 2
+    # Told apart where they differ: no inference when both are given.
+    explicit = stable_jit(f, static_argnums=1, static_argnames=())
+    with pytest.raises(TypeError, match="not marked as static"):
+        explicit(jnp.arange(3.0), y="not an array")
+    np.testing.assert_allclose(by_number(jnp.arange(3.0), y="ab".count("a")), [0.0, 1.0, 2.0])
+    assert traces.n == 3
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [

@@ -141,6 +141,7 @@ def _keyed(opts, subject, n_args):
 def call_statics(fn, opts, /, *args, **kwargs):
     """A call of a ``stable_jit`` with static arguments, which join the key
     (see :mod:`.statics`): no per-code fast path, as they change per call."""
+    opts = opts.for_function(fn)
     try:
         subject, cargs, ckwargs = opts.statics.box(fn, args, kwargs)
         try:
@@ -187,6 +188,7 @@ def stage(fn, opts, args, kwargs, *, trace_ready=True, load=None) -> Staging:
     (given the staging) made it ready. A first trace that failed for what
     was lifted is re-keyed and retried (see :func:`.miss.fall_back`); a
     rebuild mismatch is raised to the caller."""
+    opts = opts.for_function(fn)
     static_scalars = False
     while True:
         with TRACE_LOCK:

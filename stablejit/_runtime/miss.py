@@ -33,7 +33,8 @@ _MISMATCHED = Memo(1024)
 
 
 def function_tag(fun, opts: Options):
-    return (opts.key, tag(fun))
+    # (Options resolved as a call resolves them: wrappers sharing entries share counts.)
+    return (opts.for_function(fun).key, tag(fun))
 
 
 def _on_traced(entry: cache.Entry, leaves: tuple, args: tuple, kwargs: dict) -> None:

@@ -208,6 +208,27 @@ class Options:
         if self.lift is not None:
             self.key += (("lift_scalars", self.lift),)
 
+    def for_function(self, fn) -> Options:
+        """These options with their static arguments resolved against
+        ``fn``'s signature and both given, as ``jax.jit`` holds them: one set
+        of static arguments, however it was named (``static_argnums=0`` or
+        ``static_argnames="x"``), keys one program, as ``jax.jit``'s caches,
+        keyed by the function, trace and compile it once."""
+        statics = self.statics
+        if statics is None or not statics.infer:
+            return self
+        nums, names = statics.resolved(fn)
+        if not nums and not names:
+            return self  # (JAX refused what named nothing when it was wrapped)
+        memo_key = (self.key, nums, names)
+        out = _RESOLVED.get(memo_key)
+        if out is None:
+            user = {**self.user, "static_argnums": nums, "static_argnames": tuple(sorted(names))}
+            if self.lift is not None:
+                user["lift_scalars"] = self.lift
+            out = _RESOLVED.put(memo_key, Options(user))
+        return out
+
     @property
     def placed(self) -> bool:
         """Whether an option places or donates arguments by their structure."""
@@ -233,6 +254,7 @@ class Options:
 
 DEFAULT_OPTIONS = Options({})
 _MEMO = Memo(256)  # given options → Options (a mesh in a sharding stays alive with it)
+_RESOLVED = Memo(256)  # (options' key, static slots) → Options (see Options.for_function)
 
 
 def options_of(given: dict) -> Options:

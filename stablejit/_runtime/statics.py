@@ -96,7 +96,7 @@ class StaticSlots:
         self.infer = infer
         self._memo = Memo(256)  # (code, type) → resolved slots
 
-    def _resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
+    def resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
         memo_key = (code, type(fn)) if code is not None else None
         out = self._memo.get(memo_key) if memo_key is not None else None
@@ -124,7 +124,7 @@ class StaticSlots:
         Boxes are in argument order then keyword order sorted by name, the
         order :func:`unbox` reads them back in.
         """
-        nums, names = self._resolved(fn)
+        nums, names = self.resolved(fn)
         n = len(args)
         positions = sorted({i % n for i in nums if -n <= i < n}) if n else []
         args = list(args)

@@ -1,5 +1,6 @@
 """Plain helper functions shared by several test modules (fixtures live in conftest.py)."""
 
+import functools
 import os
 from pathlib import Path
 
@@ -15,6 +16,18 @@ from stablejit._fingerprint.walk import fingerprint
 def key(f):
     """The key stablejit's fingerprint gives ``f``."""
     return fingerprint(f)[0]
+
+
+def wraps_through(f):
+    """A ``functools.wraps`` wrapper of ``f``: every one shares one code
+    object, with ``f``'s signature read through ``__wrapped__``, as
+    ``jax.named_call``'s do."""
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    return wrapper
 
 
 TRACED: list = []

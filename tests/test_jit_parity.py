@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import wraps_through
 
 from stablejit import stable_jit
 
@@ -75,6 +76,17 @@ def test_argument_numbers_and_names_are_checked_when_wrapping_as_jax_jit_does(op
     assert _error_of(lambda: stable_jit(f, **options)) == expected
     # Twice: the check is remembered per code, not skipped the second time.
     assert _error_of(lambda: stable_jit(f, **options)) == expected
+
+
+def test_wrappers_sharing_one_code_are_checked_each_by_its_own_signature():
+    # functools.wraps and jax.named_call give every wrapper one code; the
+    # check remembered for one must not pass another that lacks the name.
+    stable_jit(wraps_through(lambda x, y: x), static_argnames="x")
+    expected = _error_of(lambda: jax.jit(wraps_through(lambda a, y: a), static_argnames="x"))
+    assert (
+        _error_of(lambda: stable_jit(wraps_through(lambda a, y: a), static_argnames="x"))
+        == expected
+    )
 
 
 def test_valid_argument_numbers_and_names_wrap_and_run():

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import wraps_through
 
 import stablejit
 from stablejit import stable_jit
@@ -73,6 +74,16 @@ def test_a_static_argument_named_by_number_or_by_name_shares_one_program(traces)
         explicit(jnp.arange(3.0), y="not an array")
     np.testing.assert_allclose(by_number(jnp.arange(3.0), y="ab".count("a")), [0.0, 1.0, 2.0])
     assert traces.n == 3
+
+
+def test_wrappers_sharing_one_code_resolve_static_arguments_by_their_own_signature():
+    # jax.named_call and functools.wraps give every wrapped function one code
+    # object; the signature, read through __wrapped__, is each one's own.
+    first = stable_jit(wraps_through(lambda flag, y: y + 1.0 if flag else y), static_argnums=0)
+    second = stable_jit(wraps_through(lambda switch, z: z * 2.0 if switch else z), static_argnums=0)
+    assert float(first(True, 1.0)) == 2.0
+    assert float(second(True, 3.0)) == 6.0
+    assert float(second(switch=False, z=3.0)) == 3.0
 
 
 @pytest.mark.parametrize(

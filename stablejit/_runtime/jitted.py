@@ -38,7 +38,7 @@ from .calls import boundary, general, stage
 from .canonical import Restructured, entry_point
 from .options import Options
 from .stages import Lowered, Traced, bound
-from .statics import release
+from .statics import release, signature_code
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,7 +62,7 @@ def check_argnums(fun, opts: Options) -> None:
     user = opts.user
     if not any(k.endswith(("argnums", "argnames")) for k in user):
         return
-    code = getattr(fun, "__code__", None) if type(fun) is _FunctionType else None
+    code = signature_code(fun)
     memo_key = (code, opts) if code is not None else None
     if memo_key is not None and memo_key in _VALIDATED:
         return

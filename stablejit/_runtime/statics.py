@@ -81,6 +81,17 @@ class _WithStaticsKind(Kind):
 register_kind(WithStatics, _WithStaticsKind())
 
 
+def signature_code(fn) -> types.CodeType | None:
+    """The code object that alone gives ``fn``'s signature, to remember what
+    the signature says by; None where it does not: a wrapper (functools.wraps,
+    ``jax.named_call``) shares one code across the functions it wraps, whose
+    signatures ``inspect`` reads through ``__wrapped__``."""
+    if type(fn) is not types.FunctionType:
+        return None
+    own = fn.__dict__
+    return None if "__wrapped__" in own or "__signature__" in own else fn.__code__
+
+
 class StaticSlots:
     """Which of a call's arguments are static, resolved like ``jax.jit`` does:
     ``static_argnames`` also name positional uses and ``static_argnums`` keyword
@@ -97,7 +108,9 @@ class StaticSlots:
         self._memo = Memo(256)  # (code, type) → resolved slots
 
     def resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
-        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        """``(numbers, names)`` of ``fn``'s static parameters, as ``jax.jit``
+        resolves them from its signature."""
+        code = signature_code(getattr(fn, "__func__", fn))
         memo_key = (code, type(fn)) if code is not None else None
         out = self._memo.get(memo_key) if memo_key is not None else None
         if out is not None:

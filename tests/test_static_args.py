@@ -155,6 +155,23 @@ def test_static_arguments_are_not_kept_alive_by_the_cache():
     assert ref() is None
 
 
+def test_a_wrapper_resolved_once_is_not_kept_alive_by_its_slots():
+    import gc
+    import weakref
+
+    def scale(x, n):
+        return x * n
+
+    wrapper = wraps_through(scale)
+    ref = weakref.ref(wrapper)
+    g = stable_jit(wrapper, static_argnums=1)
+    for n in (2, 2, 3):  # resolved once, on the first call, as jax.jit does when wrapping
+        np.testing.assert_array_equal(g(jnp.ones(1), n), [float(n)])
+    del g, wrapper
+    gc.collect()
+    assert ref() is None
+
+
 def test_lower_and_compile_take_the_dynamic_arguments():
     g = stable_jit(lambda x, fn: fn(x), static_argnums=1)
     compiled = g.lower(jnp.ones(2), _scaler(jnp.full(2, 4.0))).compile()

@@ -99,20 +99,27 @@ class StaticSlots:
     false: an empty ``static_argnames=()`` with ``static_argnums`` says a
     keyword use is not static)."""
 
-    __slots__ = ("nums", "names", "infer", "_memo")
+    __slots__ = ("nums", "names", "infer", "_memo", "_wrappers")
 
     def __init__(self, nums: tuple[int, ...], names: tuple[str, ...], infer: bool = True):
         self.nums = nums
         self.names = names
         self.infer = infer
         self._memo = Memo(256)  # (code, type) → resolved slots
+        # A wrapper's slots, by the wrapper itself, while it lives: what
+        # jax.jit resolves once when wrapping, not again on every call.
+        self._wrappers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def resolved(self, fn) -> tuple[tuple[int, ...], frozenset[str]]:
         """``(numbers, names)`` of ``fn``'s static parameters, as ``jax.jit``
         resolves them from its signature."""
         code = signature_code(getattr(fn, "__func__", fn))
         memo_key = (code, type(fn)) if code is not None else None
-        out = self._memo.get(memo_key) if memo_key is not None else None
+        by_object = memo_key is None and type(fn) is types.FunctionType
+        if memo_key is not None:
+            out = self._memo.get(memo_key)
+        else:
+            out = self._wrappers.get(fn) if by_object else None
         if out is not None:
             return out
         nums, names = self.nums, self.names
@@ -129,6 +136,8 @@ class StaticSlots:
         out = (nums, frozenset(names))
         if memo_key is not None:
             self._memo.put(memo_key, out)
+        elif by_object:
+            self._wrappers[fn] = out
         return out
 
     def box(self, fn, args: tuple, kwargs: dict) -> tuple[WithStatics, tuple, dict]:

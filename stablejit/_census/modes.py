@@ -38,20 +38,31 @@ _LOOPS = {
 }
 
 
-def _counting(target: Any) -> Any:
-    """``target`` (a ``jax.jit``), counting what it is called on."""
+class _Counting:
+    """A counting wrapper standing for ``target``: an object, not a closure,
+    so that stablejit keys a function that holds it (``from jax import jit``,
+    ``wl = lax.while_loop``) by what it stands for, as it keys the function it
+    replaces, never by the census it writes to, which changes at every event
+    (keyed, it would retrace what it counts)."""
 
-    @functools.wraps(target)
-    def jit(*args: Any, **kwargs: Any) -> Any:
+    def __init__(self, target: Any) -> None:
+        functools.update_wrapper(self, target)
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+
+class _CountingJit(_Counting):
+    """``jax.jit`` (``target``), counting what it is called on."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args:
             # The decorator factory (``@jax.jit(static_argnums=...)``): let
             # ``target`` check the options, count when it is applied.
-            target(**kwargs)
-            return functools.partial(jit, **kwargs)
+            self.__wrapped__(**kwargs)
+            return functools.partial(self, **kwargs)
         CENSUS.note(args[0])
-        return target(*args, **kwargs)
-
-    return jit
+        return self.__wrapped__(*args, **kwargs)
 
 
 def _functions_of(loop: str, args: tuple, kwargs: dict) -> list:
@@ -65,20 +76,21 @@ def _functions_of(loop: str, args: tuple, kwargs: dict) -> list:
     return [f for f in out if callable(f)]
 
 
-def _counting_loop(loop: str, target: Any) -> Any:
+class _CountingLoop(_Counting):
     """``target`` (``jax.lax``'s ``loop``, or stablejit's in patch mode), counting the
     functions of its top-level calls, those that compile a loop of their own (stablejit's
     loops cache exactly these): under a trace (``jit``, a loop body) the loop is compiled with
     the program around it, counted where that program is; under ``vmap``, ``grad`` or
     ``jax.disable_jit()`` no cache applies."""
 
-    @functools.wraps(target)
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        if may_cache():
-            CENSUS.note_loop(loop, _functions_of(loop, args, kwargs))
-        return target(*args, **kwargs)
+    def __init__(self, loop: str, target: Any) -> None:
+        super().__init__(target)
+        self.loop = loop
 
-    return counted
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if may_cache():
+            CENSUS.note_loop(self.loop, _functions_of(self.loop, args, kwargs))
+        return self.__wrapped__(*args, **kwargs)
 
 
 def install(mode: str) -> None:
@@ -122,10 +134,10 @@ def install(mode: str) -> None:
         if mode == "patch":
             patch()
         target = jax.jit
-    jax.jit = _counting(target)
+    jax.jit = _CountingJit(target)
     # After patch(): in patch mode the loops counted are stablejit's.
     for loop in _LOOPS:
-        setattr(jax.lax, loop, _counting_loop(loop, getattr(jax.lax, loop)))
+        setattr(jax.lax, loop, _CountingLoop(loop, getattr(jax.lax, loop)))
     if mode != "off":
         CENSUS.show_retraces = config.explain_misses
         config.explain_misses = True

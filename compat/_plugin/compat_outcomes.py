@@ -21,6 +21,12 @@ without the tests listed in ``$COMPAT_CRASHED`` (one id per line).
 A test's line also carries ``compiles``: the XLA compiles JAX reported from
 its setup to its teardown, so that a mode compiling more than stock is
 traced to the tests that do.
+
+Each test starts with Python's and NumPy's global generators seeded from its
+id, in every mode: suites that draw unseeded shapes on purpose (equinox's
+``GetKey`` fixture, which diffrax uses) would otherwise compile other
+signatures in each run, and a mode's compiles could not be told from
+stock's run to run.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
+import sys
 import zlib
 
 import pytest
@@ -117,9 +125,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _pending.append({"id": report.nodeid, "outcome": outcome, "message": message})
 
 
+def _seed(nodeid: str) -> None:
+    seed = zlib.crc32(nodeid.encode())
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     _write({"id": item.nodeid, "outcome": "started"})
+    _seed(item.nodeid)  # before its fixtures: GetKey draws its seed there
     start = _compiles[0]
     yield
     for entry in _pending:

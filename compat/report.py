@@ -13,7 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from compat.suites import ALL_MODES, SUITES, base_mode, by_design, results_root
+from compat.by_design import by_design, compiles_more_by_design
+from compat.suites import ALL_MODES, SUITES, base_mode, results_root
 
 MD_LIMIT = 200  # regressions listed per mode in the markdown (all are in the JSON)
 
@@ -181,7 +182,10 @@ def summarise(profile: str, env: str, suite: str) -> dict | None:
         summary["extra_compiles"] = {}
         for mode, run in runs.items():
             if mode != "stock":
-                summary["extra_compiles"][mode] = extra_compiles(stock, run)
+                extra = extra_compiles(stock, run)
+                for r in extra:
+                    r["reason"] = compiles_more_by_design(suite, r["test"])
+                summary["extra_compiles"][mode] = extra
                 lost = regressions(stock, run)
                 expected = [r for r in lost if by_design(suite, mode, r["test"])]
                 for r in expected:
@@ -307,15 +311,7 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
         lines.append("")
     for mode, extra in summary.get("extra_compiles", {}).items():
         if extra:
-            more = sum(r["mode"] - r["stock"] for r in extra)
-            lines += [
-                f"## Compiling more under `{mode}` than stock ({len(extra)} tests, +{more})",
-                "",
-            ]
-            lines += [f"- `{r['test']}`: {r['stock']} → {r['mode']}" for r in extra[:MD_LIMIT]]
-            if len(extra) > MD_LIMIT:
-                lines.append(f"- ... {len(extra) - MD_LIMIT} more in the JSON")
-            lines.append("")
+            lines += _extra_compiles(summary["suite"], mode, extra, runs)
     lines += ["## Commands", ""]
     for mode, run in runs.items():
         rev = ", ".join(_as_list(run.get("stablejit") or "?"))
@@ -323,6 +319,37 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
             f"- {mode} ({run['finished']}, stablejit {rev}): `cd {run['workdir']} && {run['command']}`"
         ]
     return "\n".join(lines) + "\n"
+
+
+def _extra_compiles(suite: str, mode: str, extra: list[dict], runs: dict[str, dict]) -> list[str]:
+    """The section on the tests compiling more under ``mode`` than stock:
+    those that do by design, by reason, with both totals left without the
+    tests so listed; then the others, test by test."""
+    more = sum(r["mode"] - r["stock"] for r in extra)
+    lines = [f"## Compiling more under `{mode}` than stock ({len(extra)} tests, +{more})", ""]
+    designed: dict[str, list[dict]] = {}
+    for r in extra:
+        if r["reason"]:
+            designed.setdefault(r["reason"], []).append(r)
+    rest = [r for r in extra if not r["reason"]]
+    if designed:
+        counts = [runs[m].get("compiles_by_test") or {} for m in ("stock", mode)]
+        tests = {t for c in counts for t in c if compiles_more_by_design(suite, t)}
+        totals = [sum(n for t, n in c.items() if t not in tests) for c in counts]
+        lines += [
+            f"Without the {len(tests)} tests listed as compiling more by design, stock compiles "
+            f"{totals[0]:,} and `{mode}` {totals[1]:,}.",
+            "",
+        ]
+        for reason, rows in designed.items():
+            extra_n = sum(r["mode"] - r["stock"] for r in rows)
+            lines += [f"- By design, {len(rows)} tests, +{extra_n}: {reason}."]
+        lines.append("")
+    lines += [f"- `{r['test']}`: {r['stock']} → {r['mode']}" for r in rest[:MD_LIMIT]]
+    if len(rest) > MD_LIMIT:
+        lines.append(f"- ... {len(rest) - MD_LIMIT} more in the JSON")
+    lines.append("")
+    return lines
 
 
 def write_summary(profile: str, env: str) -> Path | None:

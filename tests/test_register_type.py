@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import count_trace as _traced
 
 from stablejit import register_type, stable_jit
 from stablejit._fingerprint.classify import register_user_kind
@@ -89,6 +90,31 @@ def test_a_declaration_covers_subclasses_and_state_restores_the_default(count, r
     s.calls += 1
     stable_jit(_user(s))(jnp.ones(1))
     assert len(count) == 3
+
+
+@pytest.mark.usefixtures("record_checks")
+def test_a_declaration_voids_the_fast_paths_built_under_the_kind_it_replaces(traced, restore):
+    # A redefined closure's record holds guards its children's kinds chose: an
+    # object by identity while its class is declared so. Declared back to
+    # state, that record must no longer serve the closure, or a change of
+    # state would hit the program traced before it.
+    def scaled_by(h):
+        def f(x):
+            _traced()
+            return x * h.scale * h.calls
+
+        return stable_jit(f)
+
+    h, x = Handle(2.0), jnp.ones(1)
+    register_type(Handle, "identity")
+    restore(Handle)
+    for _ in range(4):  # the record is built, then serves
+        np.testing.assert_array_equal(scaled_by(h)(x), [0.0])
+    register_type(Handle, "state")
+    for calls in (1, 1, 2):
+        h.calls = calls
+        np.testing.assert_array_equal(scaled_by(h)(x), [2.0 * calls])
+    assert traced() == 3
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from .. import _native
 from .._markers import Sentinel
 from .callables import Function, Jitted, Method, Partial
 from .classes import ClassKind, Descriptor
+from .code import forget_records
 from .containers import Dict, List, Pytree, TreeDef, Tuple, is_pytree_node
 from .kind import LEAF_KIND, TABLE, TABLE_LOCK, Kind, forget_kind, register_kind
 from .objects import CopiedObject, Object, plain_kind
@@ -174,6 +175,7 @@ def register_user_kind(cls: type, kind: Kind | None) -> None:
         for t in [t for t in _CLASSIFIED | {cls} if issubclass(t, cls)]:
             _CLASSIFIED.discard(t)
             forget_kind(t)
+        forget_records()
 
 
 def classify(v: Any) -> Kind:

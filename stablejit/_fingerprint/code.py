@@ -213,6 +213,20 @@ def _const(c):
     return ("value", c)
 
 
+def forget_records() -> None:
+    """Drops every code's fast-path records: their guards hold what each
+    child's kind said when they were built, so a change of kinds
+    (``register_type``) voids them. Their entries are emptied too, as the
+    call functions made from them (held by jitted functions) look there
+    first: they then hand every call to the general path."""
+    for info in list(INFO.values()):
+        fast = info.fast
+        for record in (fast.front, *fast.others):
+            if record is not None:
+                record.entries.clear()
+        fast.front, fast.others, fast.call, fast.failures = None, (), None, 0
+
+
 @on_clear
 def _clear() -> None:
     # Fast-path records (on each CodeInfo) point at cache entries.

@@ -11,7 +11,8 @@ the end, and the observability case's hit path (explanations off, as
 path re-checked only from 2026-12 on (before, they took the full walk): a
 closure over a dict of 100 arrays, nested functions over a dict, and a
 closure over a list of 100 plain objects (logits processors, four
-attributes each). Reports per call the median over rounds for
+attributes each); and a closure decorated with ``functools.wraps``, whose
+``__wrapped__`` the fast path re-checked only from 2026-12-07 on. Reports per call the median over rounds for
 each, and the ratio current / baseline. The baseline's C accelerator is
 built as its install would build it (or not, under
 ``STABLEJIT_PURE_PYTHON=1``, which compares the pure-Python paths). Writes
@@ -27,6 +28,7 @@ args = _harness.parse_args(
     __doc__, rounds=21, quick_rounds=5, extra={"baseline": "git revision to compare with"}
 )
 
+import functools  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -45,6 +47,7 @@ CASES = {
     "dict": "closure over a dict of 100 arrays",
     "nested": "nested functions over a dict",
     "objects": "closure over a list of 100 plain objects",
+    "decorated": "closure decorated with functools.wraps",
 }
 
 
@@ -89,6 +92,25 @@ def _objects_outer(stable_jit):
     def outer(x):
         def inner(x):
             return x * sum(p.temperature for p in processors if p.enabled)
+
+        return stable_jit(inner)(x)
+
+    return outer
+
+
+def _logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _decorated_outer(stable_jit):
+    def outer(x):
+        @_logged
+        def inner(x):
+            return x * 2
 
         return stable_jit(inner)(x)
 
@@ -140,6 +162,7 @@ def main():
             ("dict", _dict_outer),
             ("nested", _nested_outer),
             ("objects", _objects_outer),
+            ("decorated", _decorated_outer),
         ):
             walked = make(mod.stable_jit)
             walked(a).block_until_ready()  # warm up

@@ -102,7 +102,7 @@ class Function(Kind):
             else:
                 attributes = k
         key = (info.digest, defaults, kwdefaults, tuple(gkeys), tuple(ckeys), attributes)
-        if w.exact and attributes is None and fast.failures < FAST_PATH_TRIES:
+        if w.exact and fast.failures < FAST_PATH_TRIES:
             record = Record.build(fn, parts, part_keys, w, key, n_leaves)
             if record is None:  # children a fast path cannot re-check (dicts, objects)
                 fast.failures += 1

@@ -187,7 +187,8 @@ class Writer:
         ):
             d, e = f"{fn}.{attr}", self.const(expected)
             header += f" or ({d} is not {e} and not {same}({d}, {e}))"
-        header += f" or {fn}.__dict__"
+        if record.attrs is None:
+            header += f" or {fn}.__dict__"
         if id(record.sinks) not in self.sinks_checked:
             header += f" or sinks is not {self.const(record.sinks)}"
             self.sinks_checked.add(id(record.sinks))
@@ -221,6 +222,10 @@ class Writer:
                 self.line(i, "except ValueError:")
                 self.line(i + 1, f"{v} = _MISSING")
                 self.value(i, guard, v)
+        if record.attrs is not None:  # after the cells, in the walk's order
+            v = self.var()
+            self.line(i, f"{v} = {fn}.__dict__")
+            self.value(i, record.attrs, v)
 
 
 def _checks_inside(guard) -> bool:
@@ -230,7 +235,7 @@ def _checks_inside(guard) -> bool:
 
 
 def _size(record) -> int:
-    return 1 + len(record.globals) + len(record.cells)
+    return 1 + len(record.globals) + len(record.cells) + (record.attrs is not None)
 
 
 def _write(record, starts: bool) -> Writer:

@@ -192,6 +192,7 @@ class FunctionGuard(Guard):
             tuple(name for name, _ in record.globals),
             s.items(g for _, g in record.globals),
             s.items(record.cells),
+            None if record.attrs is None else s.value(record.attrs),
         )
 
 

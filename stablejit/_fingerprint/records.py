@@ -35,7 +35,7 @@ from .guards import (
     undo,
 )
 from .kind import LEAF, LEAF_TYPES, LIFTED_SCALAR, MISSING, NO_GUARD, TABLE, ref_number
-from .parts import CELL, DEFAULTS, GLOBAL, KWDEFAULTS, SUNK
+from .parts import ATTRIBUTES, CELL, DEFAULTS, GLOBAL, KWDEFAULTS, SUNK
 from .sinks import is_sink_key
 
 FAST_PATH_TRIES = 8
@@ -99,6 +99,7 @@ class Record:
         "kwdefaults",
         "globals",
         "cells",
+        "attrs",
         "key",
         "entries",
         "nested",
@@ -124,6 +125,7 @@ class Record:
                 return None
         checks = []
         cells = []
+        attrs = None
         for (what, name, _, v), k in zip(places, part_keys, strict=True):
             if what is GLOBAL:
                 if v is SUNK:
@@ -139,8 +141,13 @@ class Record:
                 if guard is NO_GUARD:
                     return None
                 cells.append(guard)
+            elif what is ATTRIBUTES:
+                # (functools.wraps's __wrapped__: every decorated function)
+                attrs = guard_of(v, k, w.records)
+                if attrs is NO_GUARD:
+                    return None
             elif what is not DEFAULTS and what is not KWDEFAULTS:
-                return None  # attribute chains and function attributes: the full walk
+                return None  # attribute chains: the full walk
         g, b = fn.__globals__, fn.__builtins__
         self = cls()
         # By id, not reference: a record must not keep a module's globals
@@ -149,13 +156,16 @@ class Record:
         self.g_id, self.b_id, self.sinks = id(g), id(b), w.sinks
         self.defaults, self.kwdefaults = fn.__defaults__, fn.__kwdefaults__
         self.globals, self.cells, self.key = tuple(checks), tuple(cells), key
+        # What a non-empty ``fn.__dict__`` must be, checked after the cells
+        # (the walk's order); None: it must be empty.
+        self.attrs = attrs
         # Nested guards number the functions they match, as a walk would, so
         # that back references (absolute numbers in ``key``, each re-checked
         # by a RefGuard) count the same either way.
         # The walk numbers a function's keyword defaults, a dict, right after
         # the function: the record numbers them too.
         self.nested = fn.__kwdefaults__ is not None or any(
-            type(x) in NUMBERING_TYPES for x in (*(g for _, g in checks), *cells)
+            type(x) in NUMBERING_TYPES for x in (*(g for _, g in checks), *cells, attrs)
         )
         # The walk's lift_scalars (None or True): it decides the keys of numbers.
         self.lift = w.lift
@@ -239,7 +249,7 @@ class Record:
                 fn.__kwdefaults__ is not self.kwdefaults
                 and not same_defaults(fn.__kwdefaults__, self.kwdefaults)
             )
-            or fn.__dict__
+            or (fn.__dict__ and self.attrs is None)
         ):
             return None
         if seen is None and self.nested:
@@ -255,15 +265,19 @@ class Record:
             if v is not expected and not guard_fits(v, expected, leaves, sinks, seen):
                 return undo(leaves, n, seen, n_seen)
         cells = self.cells
-        if not cells:  # (a zip here would cost more than everything above)
-            return self.key
-        closure = fn.__closure__
-        for i, expected in enumerate(cells):
-            try:
-                v = closure[i].cell_contents
-            except ValueError:
-                v = MISSING
-            if v is not expected and not guard_fits(v, expected, leaves, sinks, seen):
+        if cells:  # (a zip here would cost more than everything above)
+            closure = fn.__closure__
+            for i, expected in enumerate(cells):
+                try:
+                    v = closure[i].cell_contents
+                except ValueError:
+                    v = MISSING
+                if v is not expected and not guard_fits(v, expected, leaves, sinks, seen):
+                    return undo(leaves, n, seen, n_seen)
+        attrs = self.attrs
+        if attrs is not None:
+            v = fn.__dict__
+            if v is not attrs and not guard_fits(v, attrs, leaves, sinks, seen):
                 return undo(leaves, n, seen, n_seen)
         return self.key
 

@@ -45,7 +45,8 @@ valid_items(Shape *s, PyObject *items)
 }
 
 /* -- function: (mark, code or a weakref to it, g_id, b_id, defaults,
- *    kwdefaults, names, global specs, cell specs): FunctionGuard ---------- */
+ *    kwdefaults, names, global specs, cell specs, __dict__ spec or None):
+ *    FunctionGuard ------------------------------------------------------- */
 
 /* A spec's code: the very code, or (for a nested function's, held weakly)
  * the code its weakref names, or None once that is dead. Borrowed: only
@@ -89,7 +90,7 @@ sj_function_fits(RecordCall *g, PyObject *fn, PyObject *spec, Taken *t)
         (void *)f->func_builtins != PyLong_AsVoidPtr(ITEM(spec, 3)) ||
         !sj_same_defaults(f->func_defaults ? f->func_defaults : Py_None, ITEM(spec, 4)) ||
         !sj_same_defaults(f->func_kwdefaults ? f->func_kwdefaults : Py_None, ITEM(spec, 5)) ||
-        (f->func_dict != NULL && PyDict_GET_SIZE(f->func_dict) != 0) ||
+        (ITEM(spec, 9) == Py_None && f->func_dict != NULL && PyDict_GET_SIZE(f->func_dict) != 0) ||
         !PyDict_CheckExact(f->func_globals) || !PyDict_CheckExact(f->func_builtins))
         return 0;
     /* Keyword defaults are a dict, which the walk numbers right after the function. */
@@ -116,6 +117,10 @@ sj_function_fits(RecordCall *g, PyObject *fn, PyObject *spec, Taken *t)
                 return 0;
         }
     }
+    /* Its attributes (functools.wraps's __wrapped__), after the cells: the walk's order. */
+    PyObject *aspec = ITEM(spec, 9);
+    if (aspec != Py_None && (f->func_dict == NULL || !sj_fits(g, f->func_dict, aspec, t)))
+        return 0;
     return 1;
 }
 
@@ -134,7 +139,8 @@ function_valid(Shape *s, PyObject *spec)
         !PyTuple_CheckExact(names) || !PyTuple_CheckExact(gspecs) ||
         PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(gspecs))
         return sj_invalid("a function spec's ids, names or global specs");
-    return valid_items(s, gspecs) && valid_items(s, ITEM(spec, 8));
+    return valid_items(s, gspecs) && valid_items(s, ITEM(spec, 8)) &&
+           (ITEM(spec, 9) == Py_None || sj_valid(s, ITEM(spec, 9), 0));
 }
 
 /* -- dict: (mark, keys, item specs): DictGuard ---------------------------- */
@@ -323,7 +329,7 @@ lifted_valid(Shape *s, PyObject *spec)
 
 const GuardKind sj_guard_kinds[] = {
     {"dict", 3, dict_fits, dict_valid}, /* first: the commonest, met first by the dispatch */
-    {"function", 9, function_fits, function_valid},
+    {"function", 10, function_fits, function_valid},
     {"tuple", 4, tuple_fits, tuple_valid},
     {"list", 2, list_fits, list_valid},
     {"back reference", 2, ref_fits, ref_valid},

@@ -2,6 +2,12 @@
  * other file; none depends on it. */
 #include "speedups.h"
 
+/* Built other than by setup.py: a digest that matches no sources, so that such a build is
+ * loaded only where no sources lie beside it to compare with. */
+#ifndef SJ_SOURCE_DIGEST
+#define SJ_SOURCE_DIGEST ""
+#endif
+
 static PyObject *
 current(PyObject *module, PyObject *unused)
 {
@@ -83,6 +89,11 @@ PyInit__speedups(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    /* setup.py's digest of these sources: _native.py loads no build older than its sources. */
+    if (PyModule_AddStringConstant(m, "SOURCE_DIGEST", SJ_SOURCE_DIGEST) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     for (int i = 0; i < 4; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {

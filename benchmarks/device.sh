@@ -19,11 +19,13 @@
 # (gitignored through .git/info/exclude, carried by the device call) with
 # --no-deps, then, for each module still missing, that package from the index.
 # Make the wheels here (pure Python, or cp311 manylinux x86-64; the versions of
-# the dev venv, which run on JAX 0.10.2):
+# the dev venv, which run on JAX 0.10.2; the second line is for the core tests
+# of flax and blackjax, which are skipped without them):
 #
 #   P="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 #   W="pip download --no-deps --only-binary=:all: --python-version 3.11 --implementation cp $P"
 #   $W -d .whl-tpu cloudpickle xxhash equinox jaxtyping wadler_lindig optax absl-py typing_extensions
+#   $W -d .whl-tpu flax msgpack rich markdown-it-py mdurl pygments treescope pyyaml etils blackjax
 #   $W -d .whl-tpu/plot matplotlib contourpy cycler fonttools kiwisolver packaging pillow \
 #       pyparsing python-dateutil tzdata
 #

@@ -85,12 +85,13 @@ int
 sj_function_fits(RecordCall *g, PyObject *fn, PyObject *spec, Taken *t)
 {
     PyFunctionObject *f = (PyFunctionObject *)fn;
+    PyObject *aspec = ITEM(spec, 9); /* its attributes' spec; None: it must have none */
     if (f->func_code != code_of(ITEM(spec, 1)) ||
         (void *)f->func_globals != PyLong_AsVoidPtr(ITEM(spec, 2)) ||
         (void *)f->func_builtins != PyLong_AsVoidPtr(ITEM(spec, 3)) ||
         !sj_same_defaults(f->func_defaults ? f->func_defaults : Py_None, ITEM(spec, 4)) ||
         !sj_same_defaults(f->func_kwdefaults ? f->func_kwdefaults : Py_None, ITEM(spec, 5)) ||
-        (ITEM(spec, 9) == Py_None && f->func_dict != NULL && PyDict_GET_SIZE(f->func_dict) != 0) ||
+        (aspec == Py_None && f->func_dict != NULL && PyDict_GET_SIZE(f->func_dict) != 0) ||
         !PyDict_CheckExact(f->func_globals) || !PyDict_CheckExact(f->func_builtins))
         return 0;
     /* Keyword defaults are a dict, which the walk numbers right after the function. */
@@ -118,7 +119,6 @@ sj_function_fits(RecordCall *g, PyObject *fn, PyObject *spec, Taken *t)
         }
     }
     /* Its attributes (functools.wraps's __wrapped__), after the cells: the walk's order. */
-    PyObject *aspec = ITEM(spec, 9);
     if (aspec != Py_None && (f->func_dict == NULL || !sj_fits(g, f->func_dict, aspec, t)))
         return 0;
     return 1;

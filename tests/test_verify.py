@@ -227,6 +227,16 @@ def test_the_canonical_form_ignores_names_and_compares_constants_by_bytes():
     assert first_difference(one, one[:-1])[2] == "(none)"
 
 
+def test_the_canonical_form_types_each_variable_once_where_it_is_defined():
+    def lines(n):
+        return form(jax.make_jaxpr(lambda x: jnp.sin(x) * x)(jnp.ones(n)))
+
+    three = lines(3)
+    assert three[0].endswith("v0:float32[3]") and three[1].endswith("] v0")  # typed once
+    # The types are what tells these apart (the equations and their parameters are the same):
+    assert first_difference(three, lines(4))[0] == 0
+
+
 @pytest.mark.parametrize("turned_on", ["option", "environment"])
 def test_the_pytest_plugin_fails_a_test_with_a_stale_hit(pytester, monkeypatch, turned_on):
     pytester.makepyfile(

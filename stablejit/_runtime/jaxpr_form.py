@@ -5,11 +5,11 @@ afresh: the variables (new objects, named by the printer in its own order),
 the constants' objects (equal bytes in new arrays), the helper functions some
 primitives carry as parameters (``custom_jvp``'s rule, ``custom_vjp``'s
 thunks: new closures, printed with their addresses). :func:`form` writes one
-line per equation, variables numbered in order of appearance, constants and
-array literals as a digest of their bytes, addresses left out, and nested
-jaxprs (``jit``, ``scan``, ``cond``'s branches) indented under their
-equation, so that :func:`first_difference` can name the first line that
-differs. Run on sampled hits only, never on the hot path.
+line per equation, variables numbered in order of appearance (typed where they
+first appear, their definition), constants and array literals as a digest of
+their bytes, addresses left out, and nested jaxprs (``jit``, ``scan``,
+``cond``'s branches) indented under their equation, so that
+:func:`first_difference` can name the first line that differs. Run on sampled hits only, never on the hot path.
 """
 
 from __future__ import annotations
@@ -71,8 +71,11 @@ class _Writer:
         if isinstance(a, _DROP_VAR):
             return "_"
         n = self.names.get(a)
-        if n is None:
-            n = self.names[a] = len(self.names)
+        if n is not None:
+            return f"v{n}"
+        # A variable's type is written where it first appears, its definition: a use cannot
+        # differ from it, and writing types took over half of the form's time.
+        n = self.names[a] = len(self.names)
         return f"v{n}:{a.aval.str_short()}"
 
     def atoms(self, atoms) -> str:

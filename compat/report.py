@@ -80,7 +80,7 @@ def merge(parts: dict[int, dict]) -> dict:
     census = {}
     for run in runs:
         for k, v in (run.get("census") or {}).items():
-            if isinstance(v, (int, float)):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):  # (flags are not summed)
                 census[k] = census.get(k, 0) + v
     counts: dict[str, int] = {}
     for outcome, _ in outcomes.values():
@@ -101,7 +101,19 @@ def merge(parts: dict[int, dict]) -> dict:
         "stablejit": sorted(
             {v for r in runs for v in _as_list(r.get("stablejit")) if v},
         ),
+        "without_accelerator": [w for r in runs for w in without_accelerator(r)],
     }
+
+
+def without_accelerator(run: dict) -> list[str]:
+    """The shards (or parts) of ``run`` whose stablejit ran its pure-Python path, the C
+    accelerator not loaded (not built, or built from other sources than it ran with)."""
+    if "without_accelerator" in run:  # merged already
+        return run["without_accelerator"]
+    if (run.get("census") or {}).get("stablejit_accelerator") is not False:
+        return []
+    where = [f"{what} {'{}/{}'.format(*run[what])}" for what in ("shard", "part") if run.get(what)]
+    return [" ".join(where) or "the run"]
 
 
 def _as_list(value) -> list:
@@ -264,6 +276,9 @@ def render(summary: dict, runs: dict[str, dict]) -> str:
             lines += [f"`{mode}` ran in {run['shards']} shards (stablejit {revisions}).", ""]
         if run.get("partial"):
             lines += [f"`{mode}`: only {run['partial']} ran: a part of the suite.", ""]
+        pure = without_accelerator(run)
+        if pure:
+            lines += [f"`{mode}` ran without the C accelerator in: {', '.join(pure)}.", ""]
     lines += _table([summary], with_suite=False)
     lines += [
         "",

@@ -331,7 +331,7 @@ def _census(path: Path) -> dict | None:
     keep = ("traces", "compiles", "jit_objects", "redefined_codes", "retraces", "compile_seconds")
     out = {k: report.get(k) for k in keep}
     sj = report.get("stablejit") or {}
-    counted = ("hits", "misses", "compiles", "verified", "mismatches")
+    counted = ("hits", "misses", "compiles", "verified", "mismatches", "accelerator")
     out.update({f"stablejit_{k}": sj.get(k) for k in counted if k in sj})
     return out
 

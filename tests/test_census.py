@@ -8,6 +8,8 @@ import textwrap
 import pytest
 from _helpers import child_env
 
+from stablejit import _native as native
+
 pytest_plugins = ["pytester"]
 
 
@@ -86,6 +88,8 @@ def test_stablejit_modes_trace_once(tmp_path, mode):
     sj = data["stablejit"]
     assert (sj["hits"], sj["misses"], sj["traces"], sj["compiles"]) == (4, 1, 1, 1)
     assert "stablejit hits / misses      4 / 1" in proc.stderr
+    # The child runs as this process does: with the accelerator, or pure Python if set so.
+    assert sj["accelerator"] is (native.NATIVE is not None)
 
 
 # Names bound to the census's own jax.jit and while_loop (imported after it is installed): the

@@ -15,6 +15,7 @@ import jax
 
 from .._diagnostics import events
 from .._diagnostics import stats as _stats
+from .._native import NATIVE
 from .._observe import cache_info
 from .._runtime import cache as _cache
 from .._runtime import verify as _verify
@@ -33,7 +34,8 @@ def report() -> dict[str, Any]:
         ``mode``, ``jax_version``, ``jit_objects`` (calls of ``jax.jit``);
         ``traces`` and ``compiles`` (None where JAX no longer reports the
         event) with their seconds; ``stablejit`` (hits, misses, traces,
-        compiles, entries; None in mode ``"off"``); ``redefined`` (the codes
+        compiles, entries, verify mode's counts, whether the C accelerator
+        ran; None in mode ``"off"``); ``redefined`` (the codes
         that reached ``jax.jit`` through more than one function object, most
         first, at most 10) and ``redefined_codes`` (how many there were);
         ``retrace_reasons`` (why stablejit retraced, identical reasons
@@ -138,6 +140,8 @@ def report() -> dict[str, Any]:
             # This process's, past every clear_cache() (the pytest plugin clears per test).
             "verified": _verify.TOTALS[0],
             "mismatches": _verify.TOTALS[1],
+            # Whether the C accelerator ran (else the pure-Python path: see _native.py).
+            "accelerator": NATIVE is not None,
         }
         out["functions"] = _functions(retraces)
     out["hint"] = _hint(c.mode, out)

@@ -137,7 +137,7 @@ def report() -> dict[str, Any]:
             "traces": info.traces,
             "compiles": info.compiles,
             "entries": info.entries,
-            # This process's, past every clear_cache() (the pytest plugin clears per test).
+            # This process's, past every clear_cache() (a suite may clear between its tests).
             "verified": _verify.TOTALS[0],
             "mismatches": _verify.TOTALS[1],
             # Whether the C accelerator ran (else the pure-Python path: see _native.py).

@@ -328,6 +328,25 @@ def test_classes_of_a_module_without_a_file_are_user_classes():
     assert classes.is_user_class(module.B)
 
 
+def test_classes_exec_d_without_a_module_name_are_user_classes():
+    # exec(source, {}): the class statement finds no __name__ and names "builtins", the
+    # interpreter's own module, as its module. Taken at its word, the class was a library's,
+    # keyed by identity, and a global its property reads went stale.
+    namespace = {"jnp": jnp}
+    exec(
+        "G = 2.0\n\nclass B:\n    @property\n    def gain(self):\n        return G\n\n"
+        "class M(B):\n    pass\n",
+        namespace,
+    )
+    assert namespace["M"].__module__ == "builtins"
+    m = namespace["M"]()
+    g = stable_jit(lambda x: x * m.gain)
+    np.testing.assert_allclose(g(X), X * 2.0)
+    namespace["G"] = 3.0
+    np.testing.assert_allclose(g(X), X * 3.0)
+    assert classes.is_user_class(namespace["M"])
+
+
 def test_a_record_made_elsewhere_does_not_recheck_a_class_within_its_own_keying(caplog):
     # The class fuzzer's shrunk example: a method's record made at the top (it reads its
     # class, keyed there by contents) was matched again while that class's contents were

@@ -66,6 +66,11 @@ def _defined_by_user(cls: type) -> bool:
     if not cls.__flags__ & _HEAPTYPE:
         return False
     name = cls.__dict__.get("__module__")
+    if name == "builtins":
+        # A class statement run with globals that hold no __name__ (``exec(src, {})``):
+        # Python names the builtins module then. No type of that module is a heap type,
+        # and a C extension's names no module in its dict unless it spells one out.
+        return True
     module = sys.modules.get(name) if type(name) is str else None
     file = getattr(module, "__file__", None)
     if type(file) is str:

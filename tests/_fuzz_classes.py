@@ -11,7 +11,9 @@ three, rebinds a global a property or a method reads, mutates a class-level list
 NumPy array in place, adds an attribute to a base that shadows nothing or that shadows the
 instance's own (a property), deletes what it added — as well as the instance's own state,
 the closure's cell, and the closure itself. A key that names a class only by identity
-misses every class-level change; the eager result shows it.
+misses every class-level change; the eager result shows it. Half the programs run without
+a ``__name__`` in their globals, as ``exec(source, {})`` does, so that their classes name
+the builtins module as theirs (taken for a library's once, and keyed by identity).
 """
 
 from __future__ import annotations
@@ -127,7 +129,10 @@ class ClassProgram:
 
     def __init__(self, data) -> None:
         self.ns: dict = {"P": P, "jax": jax, "jnp": jnp, "np": np, "T": []}
-        self.ns["__name__"] = "fuzz_classes"
+        self.held: list = []  # the JAX arrays configuration() counted by identity
+        if data.draw(st.booleans()):
+            self.ns["__name__"] = "fuzz_classes"
+        # (else, as exec(source, {}) does, the classes name the builtins module as theirs)
         for name in GLOBALS:
             self.ns[name] = data.draw(numbers)
         exec(compile(SOURCE, "<fuzz class program>", "exec"), self.ns)
@@ -186,17 +191,29 @@ class ClassProgram:
     def configuration(self, x) -> tuple:
         """What a key that reads classes by their contents would tell apart."""
         classes = tuple(
-            tuple((n, _config(v)) for n, v in vars(self.ns[c]).items() if not n.startswith("__"))
+            tuple(
+                (n, self._baked(v)) for n, v in vars(self.ns[c]).items() if not n.startswith("__")
+            )
             for c in CLASSES
         )
-        here = (vars(self.m)["v"], self.c0, *(self.ns[n] for n in GLOBALS))
-        return (config(x), classes, *(config(v) for v in here))
+        # The globals are read by the classes' methods alone: part of the classes' keys.
+        here = (config(vars(self.m)["v"]), config(self.c0))
+        return (config(x), classes, *here, *(self._baked(self.ns[n]) for n in GLOBALS))
+
+    def _baked(self, v):
+        """``_config`` of what a class's key reaches: baked into the trace, never lifted (a
+        class is keyed apart from any call's inputs). So a JAX array counts by which array
+        it is (held here, so that no later array takes its id), as the key compares it."""
+        if isinstance(v, jax.Array):
+            self.held.append(v)
+            return ("baked", id(v))
+        return _config(v)
 
 
 def _config(v):
     """``config``, and functions by their code (what replaced methods differ in). A class's
-    NumPy arrays are baked into the trace whatever their size (never lifted: a class is keyed
-    apart from any call's inputs), so they count by their contents."""
+    NumPy arrays are baked into the trace whatever their size, so they count by their
+    contents."""
     if type(v) is np.ndarray:
         return ("constant", v.shape, str(v.dtype), v.tobytes())
     if isinstance(v, (classmethod, staticmethod)):

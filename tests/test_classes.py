@@ -347,6 +347,33 @@ def test_classes_exec_d_without_a_module_name_are_user_classes():
     assert classes.is_user_class(namespace["M"])
 
 
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        # The class's own property: walked, so the row is the global's array, baked.
+        ("class M:", "'.__class__.gain.fget → global 'G' is another array (float32[], baked"),
+        # A base's: M holds nothing of its own, and is one row, keyed by its contents.
+        ("class B:", ".__class__: class M changed (an attribute of it or of a base, a method"),
+    ],
+)
+def test_a_retrace_for_what_a_class_reaches_says_what_changed(explained, where, says):
+    namespace = {"__name__": "user_program", "jnp": jnp}
+    source = (
+        f"G = jnp.asarray(2.0)\n{where}\n    @property\n    def gain(self):\n        return G\n"
+    )
+    if where == "class B:":
+        source += "class M(B):\n    pass\n"
+    exec(source, namespace)
+    m = namespace["M"]()
+    g = stable_jit(lambda x: x * m.gain)
+    g(X)
+    namespace["G"] = jnp.asarray(3.0)  # the same class object: what its property reads changed
+    np.testing.assert_allclose(g(X), X * 3.0)
+    (message,) = explained()
+    assert says in message
+    assert "a part compared by identity changed" not in message
+
+
 def test_a_record_made_elsewhere_does_not_recheck_a_class_within_its_own_keying(caplog):
     # The class fuzzer's shrunk example: a method's record made at the top (it reads its
     # class, keyed there by contents) was matched again while that class's contents were

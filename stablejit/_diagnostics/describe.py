@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._fingerprint.classes import ClassKey
 from .._fingerprint.classify import classify
 from .._fingerprint.code import code_info
 from .._fingerprint.kind import LEAF, MISSING
@@ -22,6 +23,9 @@ from .._fingerprint.sinks import is_sink_key
 from .._fingerprint.walk import KeyWalker
 
 SIDE_CHANNEL = "(side channel: not keyed)"
+BY_CONTENTS = ", keyed by its contents"  # a user class's row (see .._fingerprint.classes)
+BAKED_CONTENTS = ", baked, keyed by its contents"  # a NumPy array a class reaches
+BAKED_IDENTITY = ", baked, compared by identity"  # a JAX array a class reaches
 """Summary of a part the key leaves out (see the fingerprint's sinks)."""
 
 MAX_ROWS = 2000
@@ -194,7 +198,7 @@ def describe(fn: Any) -> Description:
     seen: set[int] = set()
     dropped = 0
 
-    def visit(path, v, through_library=False):
+    def visit(path, v, through_library=False, in_class=False):
         nonlocal dropped
         if len(rows) >= MAX_ROWS:
             dropped += 1
@@ -220,10 +224,15 @@ def describe(fn: Any) -> Description:
             rows.append(Row(path, "(unbound)", hash("missing"), False))
         elif not parts:
             key = KeyWalker().walk(v)
-            if key is LEAF:
+            if key is LEAF and in_class:
+                rows.append(_baked(path, v))
+            elif key is LEAF:
                 rows.append(Row(path, _aval(v), hash(_aval(v)), True))
             elif is_sink_key(key):
                 rows.append(Row(path, SIDE_CHANNEL, hash("sink"), False))
+            elif type(key) is ClassKey:
+                # A user class: the token says which class and its contents (see _value_change).
+                rows.append(Row(path, f"{_short(v)}{BY_CONTENTS}", _token(key), False, True))
             else:
                 rows.append(Row(path, _short(v), _token(key), False, callable(v)))
         else:
@@ -231,13 +240,16 @@ def describe(fn: Any) -> Description:
             token = hash((type(v), _token(kind.node_token(v)), labels))
             rows.append(Row(path, _node_summary(v, kind), token, False, True))
             library = isinstance(v, types.FunctionType) and code_info(v.__code__).library
+            # What a class reaches (its attributes, the globals its methods read) is keyed
+            # apart from the call's inputs: its arrays are baked, never lifted.
+            in_class = in_class or isinstance(v, type)
             for label, child in parts:
                 if library:
                     # Collapse the path through library code: its cells' names
                     # ('fun', 'value_and_grad_f') say nothing to the user.
-                    visit((*path, f"{HIDDEN}{v.__qualname__}: {label}"), child, True)
+                    visit((*path, f"{HIDDEN}{v.__qualname__}: {label}"), child, True, in_class)
                 else:
-                    visit((*path, label), child)
+                    visit((*path, label), child, False, in_class)
 
     try:
         visit((), fn)
@@ -250,6 +262,14 @@ def describe(fn: Any) -> Description:
         # with its last user (the cache's eviction reads liveness).
         visit = None
     return Description(fn, rows, dropped)
+
+
+def _baked(path, v) -> Row:
+    """The row of an array a class reaches, which its key bakes in: a JAX array compared
+    by which array it is, a NumPy array (writable in place) by its contents."""
+    if isinstance(v, np.ndarray):
+        return Row(path, f"{_aval(v)}{BAKED_CONTENTS}", hash(v.tobytes()), False)
+    return Row(path, f"{_aval(v)}{BAKED_IDENTITY}", hash(("baked", id(v))), False)
 
 
 def _token(key) -> int:
@@ -341,5 +361,14 @@ def _value_change(path, o: Row, r: Row) -> str:
     if len(path) == 1 and path[0].startswith("global "):
         return f"{what} was rebound: {o.summary} → {r.summary}"
     if o.summary == r.summary:
+        if r.summary.endswith(BAKED_IDENTITY):
+            return f"{what} is another array ({r.summary})"
+        if r.summary.endswith(BAKED_CONTENTS):
+            return f"{what}: its contents changed ({r.summary})"
+        if r.summary.endswith(BY_CONTENTS):
+            return (
+                f"{what}: {r.summary[: -len(BY_CONTENTS)]} changed (an attribute of it or of a "
+                "base, a method, or a global its methods read), or is another class of its name"
+            )
         return f"{what} changed ({r.summary}, compared by identity)"
     return f"{what} changed {o.summary} → {r.summary}"

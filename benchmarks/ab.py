@@ -13,8 +13,8 @@ closure over a dict of 100 arrays, nested functions over a dict, and a
 closure over a list of 100 plain objects (logits processors, four
 attributes each); and a closure decorated with ``functools.wraps``, whose
 ``__wrapped__`` the fast path re-checked only from 2026-12-07 on. Reports per
-call the median over rounds for each, and the ratio current / baseline. The baseline's C accelerator is
-built as its install would build it (or not, under
+call the median over rounds for each, and the ratio current / baseline. The
+baseline's C accelerator is built as its install would build it (or not, under
 ``STABLEJIT_PURE_PYTHON=1``, which compares the pure-Python paths). Writes
 ``ab-<backend>.{json,md}`` under ``local-results/benchmarks/`` (``benchmarks/results/``
 with ``--save``). Not part of ``python -m benchmarks``.

@@ -23,10 +23,13 @@ from .._fingerprint.sinks import is_sink_key
 from .._fingerprint.walk import KeyWalker
 
 SIDE_CHANNEL = "(side channel: not keyed)"
+"""Summary of a part the key leaves out (see the fingerprint's sinks)."""
+
+# The endings of rows whose value the key holds by what its summary does not show, which
+# say what changed when two such rows read the same (see _value_change).
 BY_CONTENTS = ", keyed by its contents"  # a user class's row (see .._fingerprint.classes)
 BAKED_CONTENTS = ", baked, keyed by its contents"  # a NumPy array a class reaches
 BAKED_IDENTITY = ", baked, compared by identity"  # a JAX array a class reaches
-"""Summary of a part the key leaves out (see the fingerprint's sinks)."""
 
 MAX_ROWS = 2000
 """Parts listed at most (a model's parameter tree can be large)."""

@@ -9,7 +9,8 @@ line per equation, variables numbered in order of appearance (typed where they
 first appear, their definition), constants and array literals as a digest of
 their bytes, addresses left out, and nested jaxprs (``jit``, ``scan``,
 ``cond``'s branches) indented under their equation, so that
-:func:`first_difference` can name the first line that differs. Run on sampled hits only, never on the hot path.
+:func:`first_difference` can name the first line that differs. Run on sampled
+hits only, never on the hot path.
 """
 
 from __future__ import annotations
